@@ -1,0 +1,80 @@
+// Package mcsapi holds the facts about the Multi-Cluster Services API that
+// both the DNS plugin and the importer rely on: well-known labels and
+// annotations, the About API ClusterProperty, and discovery of which
+// multicluster.x-k8s.io version a cluster serves. Nothing else in the
+// project should spell these strings.
+package mcsapi
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+)
+
+const (
+	// Group is the MCS API group.
+	Group = "multicluster.x-k8s.io"
+
+	// ServiceImports and ServiceExports are the MCS resources.
+	ServiceImports = "serviceimports"
+	ServiceExports = "serviceexports"
+
+	// LabelServiceName names the ServiceImport an EndpointSlice belongs to.
+	LabelServiceName = "multicluster.kubernetes.io/service-name"
+	// LabelSourceCluster is the ID of the cluster an EndpointSlice came from.
+	LabelSourceCluster = "multicluster.kubernetes.io/source-cluster"
+	// LabelManagedBy is the standard EndpointSlice managed-by label.
+	LabelManagedBy = "endpointslice.kubernetes.io/managed-by"
+	// ManagedByImporter is the managed-by value of everything mcs-importer writes.
+	ManagedByImporter = "mcs-importer.mcs-dns.io"
+	// LabelKubeServiceName is the label kube-proxy uses to route a Service's slices.
+	LabelKubeServiceName = "kubernetes.io/service-name"
+
+	// AnnotationDerivedService on a ServiceImport names the derived Service
+	// whose ClusterIPs are the import's VIPs.
+	AnnotationDerivedService = "multicluster.kubernetes.io/derived-service"
+	// AnnotationUseClusterSetIP on a ServiceExport opts it into a
+	// clusterset-wide VIP from the ClusterSet CIDR.
+	AnnotationUseClusterSetIP = "mcs-dns.io/use-clusterset-ip"
+)
+
+// About API (KEP-2149).
+const (
+	AboutGroup = "about.k8s.io"
+	// ClusterIDProperty is the ClusterProperty whose value is the cluster ID.
+	ClusterIDProperty = "cluster.clusterset.k8s.io"
+	// ClusterSetProperty is the ClusterProperty whose value names the clusterset.
+	ClusterSetProperty = "clusterset.k8s.io"
+)
+
+// ClusterPropertyGVR is the About API ClusterProperty resource.
+var ClusterPropertyGVR = schema.GroupVersionResource{Group: AboutGroup, Version: "v1alpha1", Resource: "clusterproperties"}
+
+// PreferredVersions lists the MCS API versions we understand, best first.
+var PreferredVersions = []string{"v1beta1", "v1alpha1"}
+
+// ServedVersion asks the cluster which version of resource (ServiceImports
+// or ServiceExports) it serves and returns the best one we understand:
+// v1beta1 where served, else v1alpha1. Older clusters (mcs-api <= v0.4)
+// serve only v1alpha1.
+func ServedVersion(dc discovery.DiscoveryInterface, resource string) (schema.GroupVersionResource, error) {
+	var lastErr error
+	for _, v := range PreferredVersions {
+		gv := schema.GroupVersion{Group: Group, Version: v}
+		list, err := dc.ServerResourcesForGroupVersion(gv.String())
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		for _, r := range list.APIResources {
+			if r.Name == resource {
+				return gv.WithResource(resource), nil
+			}
+		}
+	}
+	if lastErr != nil {
+		return schema.GroupVersionResource{}, fmt.Errorf("%s.%s is not served (are the mcs-api CRDs installed?): %w", resource, Group, lastErr)
+	}
+	return schema.GroupVersionResource{}, fmt.Errorf("%s.%s is not served (are the mcs-api CRDs installed?)", resource, Group)
+}
