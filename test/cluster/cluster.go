@@ -144,9 +144,13 @@ func isOurModule(gomod []byte) bool {
 }
 
 // Start starts one cluster per spec, in parallel, and registers their
-// shutdown with t.Cleanup (which runs even when the test fails).
+// shutdown with t.Cleanup (which runs even when the test fails). With
+// -short it skips the test.
 func Start(t testing.TB, specs ...Spec) *Set {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real API servers; skipped with -short")
+	}
 	set, err := StartClusters(specs...)
 	if set != nil {
 		t.Cleanup(set.Stop)

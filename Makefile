@@ -1,0 +1,52 @@
+# mcs-dns: DNS for Kubernetes Multi-Cluster Services.
+# `make help` lists the targets.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+K8S_VERSION ?= 1.37.2
+ROOT := $(abspath .)
+export MCS_DNS_K8S_ASSETS ?= $(ROOT)/.cache/k8s/$(K8S_VERSION)
+GO ?= go
+GOFLAGS_TEST ?= -race -timeout 40m
+BINARIES := bin/coredns bin/mcs-importer
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: tools
+tools: ## Build kube-apiserver + etcd into .cache/k8s/ (once; 4-10 min cold) and apt-install dig, dnsperf if missing
+	@hack/tools.sh
+
+.PHONY: build
+build: ## Build our CoreDNS (with the mcs plugin) and mcs-importer into bin/
+	@mkdir -p bin
+	$(GO) build -o bin/coredns ./cmd/coredns
+	@if [ -d cmd/mcs-importer ]; then $(GO) build -o bin/mcs-importer ./cmd/mcs-importer; fi
+
+.PHONY: vet
+vet: ## go vet every package
+	$(GO) vet ./...
+
+.PHONY: test
+test: tools vet ## go vet, then every unit, integration and e2e test with -race against real API servers
+	@trap 'hack/reap.sh' EXIT; $(GO) test $(GOFLAGS_TEST) ./...
+
+.PHONY: test-short
+test-short: ## Only the pure unit tests (no API servers)
+	$(GO) test -short ./...
+
+.PHONY: bench
+bench: tools build ## Benchmarks: go test -bench for the query path and index updates
+	@mkdir -p .bench
+	$(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee .bench/go-bench.txt
+
+.PHONY: reap
+reap: ## Stop any kube-apiserver, etcd, coredns or mcs-importer a killed test left behind
+	@hack/reap.sh
+
+.PHONY: clean
+clean: reap ## Remove bin/ and .bench/ (keeps the .cache/ of built API servers)
+	rm -rf bin .bench

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds (once) the real kube-apiserver and etcd the tests and the demo run,
+# and installs (when missing) the Debian packages the tests and benchmarks use.
+# Everything comes from the Go module proxy and apt; a second run does nothing.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+K8S_VERSION=${K8S_VERSION:-1.37.2}
+dest=${MCS_DNS_K8S_ASSETS:-$root/.cache/k8s/$K8S_VERSION}
+tools_module=$root/hack/tools/k8s
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+have_apiserver() {
+	[ -x "$dest/kube-apiserver" ] && "$dest/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes v$K8S_VERSION"
+}
+have_etcd() {
+	[ -x "$dest/etcd" ] && "$dest/etcd" --version 2>/dev/null | grep -q '^etcd Version: 3\.7\.'
+}
+
+build() { # build <package> <binary> [ldflags]
+	local pkg=$1 bin=$2 ldflags=${3:-}
+	mkdir -p "$dest"
+	# Build to a temporary name and rename, so an interrupted build never
+	# leaves a half-written binary that a later run would take for done.
+	(cd "$tools_module" && go build -trimpath -ldflags "$ldflags" -o "$dest/.$bin.tmp" "$pkg")
+	mv "$dest/.$bin.tmp" "$dest/$bin"
+}
+
+if have_apiserver; then
+	log "kube-apiserver v$K8S_VERSION: present in $dest"
+else
+	log "building kube-apiserver v$K8S_VERSION from source (first time: 4-10 minutes on 2 cores, ~3 GB of Go build cache)"
+	v="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION"
+	v="$v -X k8s.io/component-base/version.gitMajor=${K8S_VERSION%%.*}"
+	minor=${K8S_VERSION#*.}; minor=${minor%%.*}
+	v="$v -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+	build k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$v"
+fi
+
+if have_etcd; then
+	log "etcd v3.7: present in $dest"
+else
+	log "building etcd v3.7 from source (first time: about a minute)"
+	build go.etcd.io/etcd/server/v3 etcd
+fi
+
+# Debian packages: dig for the demo and the tests' cross-checks, dnsperf for
+# `make bench`. Installed only when missing.
+missing=()
+command -v dig >/dev/null 2>&1 || missing+=(bind9-dnsutils)
+command -v dnsperf >/dev/null 2>&1 || missing+=(dnsperf)
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "${MCS_DNS_SKIP_APT:-}" = 1 ]; then
+		log "skipping apt (MCS_DNS_SKIP_APT=1); missing: ${missing[*]}"
+	else
+		sudo=""
+		[ "$(id -u)" -eq 0 ] || sudo="sudo"
+		log "installing Debian packages: ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
+			{ $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
+	fi
+else
+	log "dig and dnsperf: present"
+fi
