@@ -37,8 +37,8 @@ func TestClustersAreIsolated(t *testing.T) {
 	svc, err := east.Kube.CoreV1().Services("demo").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.ServiceSpec{
-			Ports:      []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			Ports:          []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+			IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
 			IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicyRequireDualStack),
 		},
 	}, metav1.CreateOptions{})

@@ -1,0 +1,246 @@
+// Package examples_test starts our CoreDNS with every published Corefile and
+// queries it, so that no example can rot.
+package examples_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/test/cluster"
+	"github.com/mcs-dns/mcs-dns/test/procs"
+)
+
+var (
+	blockOpen  = regexp.MustCompile(`(?m)^(\s*)(mcs|kubernetes)\b([^{\n]*)\{[ \t]*$`)
+	bareMCS    = regexp.MustCompile(`(?m)^(\s*)mcs([ \t][^{\n]*)?$`)
+	fixedPorts = regexp.MustCompile(`:(8080|8181|9153)\b`)
+)
+
+// adapt points an example at the test cluster: a kubeconfig line in every
+// mcs and kubernetes block, and free ports instead of fixed ones. It
+// returns the Corefile and the old->new address of each swapped port.
+func adapt(t *testing.T, corefile, kubeconfig, context string) (string, map[string]string) {
+	kc := "kubeconfig " + kubeconfig + " " + context
+	out := blockOpen.ReplaceAllString(corefile, "$0\n$1    "+kc)
+	out = bareMCS.ReplaceAllString(out, "${1}mcs$2 {\n$1    "+kc+"\n$1}")
+	ports := map[string]string{}
+	out = fixedPorts.ReplaceAllStringFunc(out, func(m string) string {
+		addr := "127.0.0.1:" + strconv.Itoa(procs.FreePort(t))
+		ports[m] = addr
+		return addr
+	})
+	require.Contains(t, out, kc, "example has no mcs or kubernetes block to point at the cluster")
+	return out, ports
+}
+
+func read(t *testing.T, name string) string {
+	raw, err := os.ReadFile(name)
+	require.NoError(t, err)
+	return string(raw)
+}
+
+type fixture struct {
+	set        *cluster.Set
+	kubeSvcIP  string
+	clusterSet string // ClusterSet VIP of web.demo
+}
+
+// setup writes, by hand, what mcs-importer would: a ClusterSetIP import
+// with a VIP and a headless import with one endpoint from cluster "east";
+// plus a plain Service for the cluster.local zone.
+func setup(t *testing.T) *fixture {
+	set := cluster.Start(t, cluster.Spec{Name: "east", ClusterID: "east"})
+	c := set.Clusters[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	svc, err := c.Kube.CoreV1().Services("demo").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "local"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	f := &fixture{set: set, kubeSvcIP: svc.Spec.ClusterIP, clusterSet: "10.250.0.10"}
+
+	si := c.MCS.MulticlusterV1beta1().ServiceImports("demo")
+	_, err = si.Create(ctx, &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{f.clusterSet},
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	db, err := si.Create(ctx, &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless,
+			Ports: []mcsv1beta1.ServicePort{{Name: "pg", Protocol: corev1.ProtocolTCP, Port: 5432}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	db.Status.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
+	_, err = si.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = c.Kube.DiscoveryV1().EndpointSlices("demo").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-east", Labels: map[string]string{
+			mcsapi.LabelServiceName: "db", mcsapi.LabelSourceCluster: "east", mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.5"}, Hostname: ptr.To("db-0"),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To[int32](5432), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return f
+}
+
+// eventually queries until check passes (informers sync asynchronously).
+func eventually(t *testing.T, addr, name string, qtype uint16, check func(*dns.Msg) error) *dns.Msg {
+	t.Helper()
+	var last error
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, network := range []string{"udp", "tcp"} {
+			r, err := procs.Query(addr, network, name, qtype)
+			if err == nil {
+				err = check(r)
+			}
+			if err != nil {
+				last = fmt.Errorf("%s over %s: %w", name, network, err)
+				goto retry
+			}
+		}
+		return nil
+	retry:
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s %s: %v", name, dns.TypeToString[qtype], last)
+	return nil
+}
+
+func wantA(ip string) func(*dns.Msg) error {
+	return func(r *dns.Msg) error {
+		if r.Rcode != dns.RcodeSuccess {
+			return fmt.Errorf("rcode %s", dns.RcodeToString[r.Rcode])
+		}
+		for _, rr := range r.Answer {
+			if a, ok := rr.(*dns.A); ok && a.A.String() == ip {
+				return nil
+			}
+		}
+		return fmt.Errorf("no A %s in %v", ip, r.Answer)
+	}
+}
+
+func wantPTR(target string) func(*dns.Msg) error {
+	return func(r *dns.Msg) error {
+		for _, rr := range r.Answer {
+			if p, ok := rr.(*dns.PTR); ok && strings.EqualFold(p.Ptr, target) {
+				return nil
+			}
+		}
+		return fmt.Errorf("rcode %s, no PTR %s in %v", dns.RcodeToString[r.Rcode], target, r.Answer)
+	}
+}
+
+func wantRcode(rcode int) func(*dns.Msg) error {
+	return func(r *dns.Msg) error {
+		if r.Rcode != rcode {
+			return fmt.Errorf("rcode %s, want %s", dns.RcodeToString[r.Rcode], dns.RcodeToString[rcode])
+		}
+		return nil
+	}
+}
+
+func reverse(t *testing.T, ip string) string {
+	name, err := dns.ReverseAddr(ip)
+	require.NoError(t, err)
+	return name
+}
+
+// mcsAnswers checks the clusterset.local answers every example must give.
+func mcsAnswers(t *testing.T, addr string, f *fixture) {
+	eventually(t, addr, "web.demo.svc.clusterset.local", dns.TypeA, wantA(f.clusterSet))
+	eventually(t, addr, "WEB.Demo.svc.clusterset.local", dns.TypeA, wantA(f.clusterSet))
+	eventually(t, addr, "db.demo.svc.clusterset.local", dns.TypeA, wantA("10.1.0.5"))
+	eventually(t, addr, "db-0.east.db.demo.svc.clusterset.local", dns.TypeA, wantA("10.1.0.5"))
+	eventually(t, addr, "nothere.demo.svc.clusterset.local", dns.TypeA, wantRcode(dns.RcodeNameError))
+}
+
+func TestStandalone(t *testing.T) {
+	bins := procs.Build(t)
+	f := setup(t)
+	corefile, _ := adapt(t, read(t, "standalone.Corefile"), f.set.Kubeconfig, "east")
+	srv := procs.StartCoreDNS(t, bins.CoreDNS, corefile)
+	mcsAnswers(t, srv.Addr, f)
+}
+
+func TestWithKubernetes(t *testing.T) {
+	bins := procs.Build(t)
+	f := setup(t)
+	corefile, _ := adapt(t, read(t, "with-kubernetes.Corefile"), f.set.Kubeconfig, "east")
+	srv := procs.StartCoreDNS(t, bins.CoreDNS, corefile)
+	mcsAnswers(t, srv.Addr, f)
+	// The cluster's own zone, from the in-tree kubernetes plugin.
+	eventually(t, srv.Addr, "local.demo.svc.cluster.local", dns.TypeA, wantA(f.kubeSvcIP))
+	// PTR for both: a Service IP (kubernetes) and a ClusterSet VIP and a
+	// headless endpoint (mcs, reached through kubernetes' fallthrough).
+	eventually(t, srv.Addr, reverse(t, f.kubeSvcIP), dns.TypePTR, wantPTR("local.demo.svc.cluster.local."))
+	eventually(t, srv.Addr, reverse(t, f.clusterSet), dns.TypePTR, wantPTR("web.demo.svc.clusterset.local."))
+	eventually(t, srv.Addr, reverse(t, "10.1.0.5"), dns.TypePTR, wantPTR("db-0.east.db.demo.svc.clusterset.local."))
+}
+
+func TestForwardFromClusterDNS(t *testing.T) {
+	bins := procs.Build(t)
+	f := setup(t)
+	mcsCore, _ := adapt(t, read(t, "standalone.Corefile"), f.set.Kubeconfig, "east")
+	backend := procs.StartCoreDNS(t, bins.CoreDNS, mcsCore)
+	stanza := read(t, "forward-from-cluster-dns.Corefile")
+	require.Contains(t, stanza, "forward . 10.96.0.53")
+	// The stanza stands for a block added to the cluster DNS; point its
+	// forward at our CoreDNS instead of the Service ClusterIP.
+	frontend := procs.StartCoreDNS(t, bins.CoreDNS, strings.Replace(stanza, "10.96.0.53", backend.Addr, 1))
+	mcsAnswers(t, frontend.Addr, f)
+}
+
+func TestProduction(t *testing.T) {
+	bins := procs.Build(t)
+	f := setup(t)
+	corefile, ports := adapt(t, read(t, "production.Corefile"), f.set.Kubeconfig, "east")
+	srv := procs.StartCoreDNS(t, bins.CoreDNS, corefile)
+	mcsAnswers(t, srv.Addr, f)
+	eventually(t, srv.Addr, reverse(t, f.clusterSet), dns.TypePTR, wantPTR("web.demo.svc.clusterset.local."))
+
+	get := func(addr, path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, _ := get(ports[":8080"], "/health")
+	require.Equal(t, http.StatusOK, code, "health")
+	code, _ = get(ports[":8181"], "/ready")
+	require.Equal(t, http.StatusOK, code, "ready")
+	code, metrics := get(ports[":9153"], "/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, metrics, "coredns_mcs_")
+}
+
+func TestAdaptBareMCS(t *testing.T) {
+	out, _ := adapt(t, "clusterset.local {\n    mcs\n}\n", "/kc", "east")
+	require.Contains(t, out, "mcs {\n        kubeconfig /kc east\n    }")
+}
