@@ -1,0 +1,488 @@
+// Package aggregate is the pure heart of mcs-importer: from every
+// ServiceExport of one (namespace, name) across the clusterset, with its
+// Service, its EndpointSlices and its cluster ID, it computes the desired
+// ServiceImport, the mirrored EndpointSlices and each export's conditions.
+//
+// Nothing here does I/O or reads the clock: the caller passes the time to
+// stamp new conditions with. Every MCS API rule (mcs-api v0.5.2) lives here
+// and is table-tested:
+//
+//   - An export is Valid when its Service exists and is not ExternalName
+//     (else Valid=False with NoService / InvalidServiceType); only valid
+//     exports contribute to the import. No valid export: no import.
+//   - The oldest valid export (ServiceExport creationTimestamp, ties broken
+//     by cluster ID) wins every conflict.
+//   - type: Headless only if every valid export's Service is headless, else
+//     ClusterSetIP (TypeConflict when they differ).
+//   - ports: the union; a port whose name or (port, protocol) matches one
+//     already taken but is defined differently keeps the older definition.
+//     When the valid exports' port sets are not all identical, every valid
+//     export gets PortConflict (as the conformance suite expects).
+//   - sessionAffinity, sessionAffinityConfig, ipFamilies,
+//     internalTrafficPolicy, trafficDistribution, exportedLabels,
+//     exportedAnnotations: from the oldest; when the valid exports do not
+//     all agree, every valid export gets the matching ...Conflict reason
+//     (the API recommends raising the condition on all constituents).
+//   - Conflict reasons are comma-joined in a fixed order; NoConflicts when
+//     there are none.
+package aggregate
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// Export is one ServiceExport as seen in one member cluster.
+type Export struct {
+	// ClusterID is the ID of the cluster the export lives in.
+	ClusterID string
+	// Export is the ServiceExport (always set).
+	Export *mcsv1beta1.ServiceExport
+	// Service is the Service of the same name, nil if it does not exist.
+	Service *corev1.Service
+	// Slices are the Service's EndpointSlices in that cluster.
+	Slices []*discoveryv1.EndpointSlice
+}
+
+// Input is everything known about one exported (namespace, name).
+type Input struct {
+	Namespace, Name string
+	Exports         []Export
+}
+
+// ExportResult is the computed state of one export.
+type ExportResult struct {
+	ClusterID string
+	// Valid reports whether the export contributes to the import.
+	Valid bool
+	// ValidCondition and ConflictCondition are the desired Valid and
+	// Conflict conditions (without lastTransitionTime/observedGeneration;
+	// MergeConditions fills them in).
+	ValidCondition    metav1.Condition
+	ConflictCondition metav1.Condition
+}
+
+// Result is the desired state for one (namespace, name).
+type Result struct {
+	// Import is the desired ServiceImport (metadata labels/annotations,
+	// spec, status.clusters and status.endpointSliceObjects; conditions are
+	// added by ImportConditions), nil when there must be no import.
+	Import *mcsv1beta1.ServiceImport
+	// Slices are the mirrored EndpointSlices every importing cluster must
+	// hold, sorted by name.
+	Slices []*discoveryv1.EndpointSlice
+	// Exports has one entry per input export, in input order.
+	Exports []ExportResult
+	// Conflicts are the conflict reasons raised, in canonical order.
+	Conflicts []string
+	// Winner is the cluster ID of the oldest valid export ("" if none).
+	Winner string
+}
+
+// conflictOrder is the canonical order of comma-joined conflict reasons.
+var conflictOrder = []mcsv1beta1.ServiceExportConditionReason{
+	mcsv1beta1.ServiceExportReasonPortConflict,
+	mcsv1beta1.ServiceExportReasonTypeConflict,
+	mcsv1beta1.ServiceExportReasonSessionAffinityConflict,
+	mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict,
+	mcsv1beta1.ServiceExportReasonLabelsConflict,
+	mcsv1beta1.ServiceExportReasonAnnotationsConflict,
+	mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict,
+	mcsv1beta1.ServiceExportReasonTrafficDistributionConflict,
+	mcsv1beta1.ServiceExportReasonIPFamilyConflict,
+}
+
+// Older reports whether export a wins over b: earlier creationTimestamp,
+// ties broken by cluster ID.
+func Older(a, b *Export) bool {
+	ta, tb := a.Export.CreationTimestamp, b.Export.CreationTimestamp
+	if !ta.Equal(&tb) {
+		return ta.Before(&tb)
+	}
+	return a.ClusterID < b.ClusterID
+}
+
+// validity returns the Valid condition of an export.
+func validity(e *Export) (bool, metav1.Condition) {
+	switch {
+	case e.Service == nil:
+		return false, metav1.Condition{
+			Type: string(mcsv1beta1.ServiceExportConditionValid), Status: metav1.ConditionFalse,
+			Reason:  string(mcsv1beta1.ServiceExportReasonNoService),
+			Message: fmt.Sprintf("Service %s/%s not found", e.Export.Namespace, e.Export.Name),
+		}
+	case e.Service.Spec.Type == corev1.ServiceTypeExternalName:
+		return false, metav1.Condition{
+			Type: string(mcsv1beta1.ServiceExportConditionValid), Status: metav1.ConditionFalse,
+			Reason:  string(mcsv1beta1.ServiceExportReasonInvalidServiceType),
+			Message: fmt.Sprintf("Service %s/%s is of type ExternalName, which cannot be exported", e.Export.Namespace, e.Export.Name),
+		}
+	}
+	return true, metav1.Condition{
+		Type: string(mcsv1beta1.ServiceExportConditionValid), Status: metav1.ConditionTrue,
+		Reason:  string(mcsv1beta1.ServiceExportReasonValid),
+		Message: "Service is exportable",
+	}
+}
+
+// IsHeadless reports whether a Service is headless.
+func IsHeadless(svc *corev1.Service) bool {
+	return svc.Spec.ClusterIP == corev1.ClusterIPNone
+}
+
+// ImportPort converts a Service port to a ServiceImport port.
+func ImportPort(p corev1.ServicePort) mcsv1beta1.ServicePort {
+	proto := p.Protocol
+	if proto == "" {
+		proto = corev1.ProtocolTCP
+	}
+	out := mcsv1beta1.ServicePort{Name: p.Name, Protocol: proto, Port: p.Port}
+	if p.AppProtocol != nil {
+		ap := *p.AppProtocol
+		out.AppProtocol = &ap
+	}
+	return out
+}
+
+func portEqual(a, b mcsv1beta1.ServicePort) bool {
+	return a.Name == b.Name && a.Protocol == b.Protocol && a.Port == b.Port &&
+		ptrEqual(a.AppProtocol, b.AppProtocol)
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// samePort reports whether two ports are "the same port" (same name, or
+// same number and protocol), regardless of the rest of their definition.
+func samePort(a, b mcsv1beta1.ServicePort) bool {
+	return a.Name == b.Name || (a.Port == b.Port && a.Protocol == b.Protocol)
+}
+
+func portSet(svc *corev1.Service) []mcsv1beta1.ServicePort {
+	out := make([]mcsv1beta1.ServicePort, 0, len(svc.Spec.Ports))
+	for _, p := range svc.Spec.Ports {
+		out = append(out, ImportPort(p))
+	}
+	return out
+}
+
+func portSetsEqual(a, b []mcsv1beta1.ServicePort) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, p := range a {
+		if !slices.ContainsFunc(b, func(q mcsv1beta1.ServicePort) bool { return portEqual(p, q) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// unionPorts merges the port sets, oldest first; a port matching one
+// already taken keeps the older definition.
+func unionPorts(sets [][]mcsv1beta1.ServicePort) []mcsv1beta1.ServicePort {
+	var out []mcsv1beta1.ServicePort
+	for _, set := range sets {
+		for _, p := range set {
+			if slices.ContainsFunc(out, func(q mcsv1beta1.ServicePort) bool { return samePort(p, q) }) {
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	return len(a) == len(b) && maps.Equal(a, b)
+}
+
+// Compute computes the desired state of one (namespace, name).
+func Compute(in Input) Result {
+	res := Result{Exports: make([]ExportResult, len(in.Exports))}
+	var valid []*Export
+	for i := range in.Exports {
+		e := &in.Exports[i]
+		ok, cond := validity(e)
+		res.Exports[i] = ExportResult{ClusterID: e.ClusterID, Valid: ok, ValidCondition: cond}
+		if ok {
+			valid = append(valid, e)
+		}
+	}
+	slices.SortStableFunc(valid, func(a, b *Export) int {
+		if Older(a, b) {
+			return -1
+		}
+		if Older(b, a) {
+			return 1
+		}
+		return 0
+	})
+
+	conflicts := map[mcsv1beta1.ServiceExportConditionReason]bool{}
+	if len(valid) > 0 {
+		oldest := valid[0]
+		res.Winner = oldest.ClusterID
+		osvc := oldest.Service
+		sets := make([][]mcsv1beta1.ServicePort, len(valid))
+		allHeadless := true
+		for i, e := range valid {
+			sets[i] = portSet(e.Service)
+			if !IsHeadless(e.Service) {
+				allHeadless = false
+			}
+			if i == 0 {
+				continue
+			}
+			svc := e.Service
+			if !portSetsEqual(sets[0], sets[i]) {
+				conflicts[mcsv1beta1.ServiceExportReasonPortConflict] = true
+			}
+			if IsHeadless(svc) != IsHeadless(osvc) {
+				conflicts[mcsv1beta1.ServiceExportReasonTypeConflict] = true
+			}
+			if affinity(svc) != affinity(osvc) {
+				conflicts[mcsv1beta1.ServiceExportReasonSessionAffinityConflict] = true
+			}
+			if !equality.Semantic.DeepEqual(svc.Spec.SessionAffinityConfig, osvc.Spec.SessionAffinityConfig) {
+				conflicts[mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict] = true
+			}
+			if !mapsEqual(e.Export.Spec.ExportedLabels, oldest.Export.Spec.ExportedLabels) {
+				conflicts[mcsv1beta1.ServiceExportReasonLabelsConflict] = true
+			}
+			if !mapsEqual(e.Export.Spec.ExportedAnnotations, oldest.Export.Spec.ExportedAnnotations) {
+				conflicts[mcsv1beta1.ServiceExportReasonAnnotationsConflict] = true
+			}
+			if !ptrEqual(svc.Spec.InternalTrafficPolicy, osvc.Spec.InternalTrafficPolicy) {
+				conflicts[mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict] = true
+			}
+			if !ptrEqual(svc.Spec.TrafficDistribution, osvc.Spec.TrafficDistribution) {
+				conflicts[mcsv1beta1.ServiceExportReasonTrafficDistributionConflict] = true
+			}
+			if !slices.Equal(svc.Spec.IPFamilies, osvc.Spec.IPFamilies) {
+				conflicts[mcsv1beta1.ServiceExportReasonIPFamilyConflict] = true
+			}
+		}
+
+		imp := &mcsv1beta1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace:   in.Namespace,
+				Name:        in.Name,
+				Labels:      ImportLabels(oldest.Export.Spec.ExportedLabels),
+				Annotations: maps.Clone(oldest.Export.Spec.ExportedAnnotations),
+			},
+			Spec: mcsv1beta1.ServiceImportSpec{
+				Ports:           unionPorts(sets),
+				Type:            mcsv1beta1.ClusterSetIP,
+				SessionAffinity: affinity(osvc),
+				IPFamilies:      slices.Clone(osvc.Spec.IPFamilies),
+			},
+			Status: mcsv1beta1.ServiceImportStatus{
+				EndpointSliceObjects: mcsv1beta1.EndpointSliceObjectsPresent,
+			},
+		}
+		if len(imp.Annotations) == 0 {
+			imp.Annotations = nil
+		}
+		if imp.Spec.Ports == nil {
+			imp.Spec.Ports = []mcsv1beta1.ServicePort{}
+		}
+		if allHeadless {
+			imp.Spec.Type = mcsv1beta1.Headless
+		}
+		if c := osvc.Spec.SessionAffinityConfig; c != nil {
+			imp.Spec.SessionAffinityConfig = c.DeepCopy()
+		}
+		if p := osvc.Spec.InternalTrafficPolicy; p != nil {
+			v := *p
+			imp.Spec.InternalTrafficPolicy = &v
+		}
+		if p := osvc.Spec.TrafficDistribution; p != nil {
+			v := *p
+			imp.Spec.TrafficDistribution = &v
+		}
+		ids := make([]string, 0, len(valid))
+		for _, e := range valid {
+			ids = append(ids, e.ClusterID)
+		}
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		for _, id := range ids {
+			imp.Status.Clusters = append(imp.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: id})
+		}
+		res.Import = imp
+
+		// Mirrored slices: one per source slice of every valid export.
+		byCluster := slices.Clone(valid)
+		slices.SortFunc(byCluster, func(a, b *Export) int { return cmp.Compare(a.ClusterID, b.ClusterID) })
+		for _, e := range byCluster {
+			for _, s := range e.Slices {
+				if s.DeletionTimestamp != nil {
+					continue
+				}
+				res.Slices = append(res.Slices, MirrorSlice(s, e.ClusterID, in.Name))
+			}
+		}
+		slices.SortFunc(res.Slices, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
+	}
+
+	for _, r := range conflictOrder {
+		if conflicts[r] {
+			res.Conflicts = append(res.Conflicts, string(r))
+		}
+	}
+	for i := range res.Exports {
+		er := &res.Exports[i]
+		er.ConflictCondition = conflictCondition(er.Valid, res.Conflicts, res.Winner)
+	}
+	return res
+}
+
+func affinity(svc *corev1.Service) corev1.ServiceAffinity {
+	if svc.Spec.SessionAffinity == "" {
+		return corev1.ServiceAffinityNone
+	}
+	return svc.Spec.SessionAffinity
+}
+
+func conflictCondition(valid bool, conflicts []string, winner string) metav1.Condition {
+	c := metav1.Condition{Type: string(mcsv1beta1.ServiceExportConditionConflict)}
+	switch {
+	case !valid:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "export is not valid, so it takes no part in the import"
+	case len(conflicts) == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "no conflicts"
+	default:
+		c.Status = metav1.ConditionTrue
+		c.Reason = strings.Join(conflicts, ",")
+		c.Message = fmt.Sprintf("exports disagree (%s); the oldest export, in cluster %q, wins", c.Reason, winner)
+	}
+	return c
+}
+
+// ReadyCondition is an export's Ready condition. pending lists the
+// clusters where the import should exist but does not yet; blocked lists
+// the clusters where a ServiceImport of the same name not managed by
+// mcs-importer is in the way (mcs-importer leaves it alone).
+func ReadyCondition(valid bool, pending, blocked []string) metav1.Condition {
+	c := metav1.Condition{Type: string(mcsv1beta1.ServiceExportConditionReady), Status: metav1.ConditionFalse}
+	switch {
+	case !valid:
+		c.Reason, c.Message = string(mcsv1beta1.ServiceExportReasonFailed), "not exported: the export is not valid (see the Valid condition)"
+	case len(blocked) > 0:
+		c.Reason = string(mcsv1beta1.ServiceExportReasonFailed)
+		c.Message = fmt.Sprintf("a ServiceImport of the same name that mcs-importer does not manage (no %s=%s label) exists in cluster(s) %s; it is left alone",
+			mcsapi.LabelManagedBy, mcsapi.ManagedByImporter, strings.Join(blocked, ", "))
+	case len(pending) > 0:
+		c.Reason = string(mcsv1beta1.ServiceExportReasonPending)
+		c.Message = "waiting for the ServiceImport in cluster(s) " + strings.Join(pending, ", ")
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonExported), "the ServiceImport exists in every member cluster that has the namespace"
+	}
+	return c
+}
+
+// ImportReadyCondition is the ServiceImport's own Ready condition.
+func ImportReadyCondition() metav1.Condition {
+	return metav1.Condition{
+		Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue,
+		Reason: string(mcsv1beta1.ServiceImportReasonReady), Message: "the import and its EndpointSlices are in sync",
+	}
+}
+
+// MergeConditions returns existing with each desired condition set as
+// meta.SetStatusCondition does: lastTransitionTime only moves when the
+// status changes, and a condition equal to the existing one is left as it
+// is. observedGeneration is set on every desired condition. Conditions of
+// other types are kept. existing is not modified.
+func MergeConditions(existing []metav1.Condition, generation int64, now metav1.Time, desired ...metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, len(existing))
+	for i := range existing {
+		out[i] = *existing[i].DeepCopy()
+	}
+	for _, d := range desired {
+		d.ObservedGeneration = generation
+		d.LastTransitionTime = now
+		meta.SetStatusCondition(&out, d)
+	}
+	return out
+}
+
+// ConditionsEqual compares two condition lists as the API stores them
+// (order matters not; times compared at second precision).
+func ConditionsEqual(a, b []metav1.Condition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, c := range a {
+		o := meta.FindStatusCondition(b, c.Type)
+		if o == nil || o.Status != c.Status || o.Reason != c.Reason || o.Message != c.Message ||
+			o.ObservedGeneration != c.ObservedGeneration || !o.LastTransitionTime.Time.Truncate(time.Second).Equal(c.LastTransitionTime.Time.Truncate(time.Second)) {
+			return false
+		}
+	}
+	return true
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// ImportLabels returns the labels of a ServiceImport: the exported labels
+// plus the managed-by label, which always wins.
+func ImportLabels(exported map[string]string) map[string]string {
+	out := maps.Clone(exported)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[mcsapi.LabelManagedBy] = mcsapi.ManagedByImporter
+	return out
+}
+
+// ImportMetaSpecUpToDate reports whether actual's labels, annotations and
+// spec already are desired's (labels and annotations compared exactly).
+func ImportMetaSpecUpToDate(desired, actual *mcsv1beta1.ServiceImport) bool {
+	return mapsEqual(desired.Labels, actual.Labels) &&
+		mapsEqual(desired.Annotations, actual.Annotations) &&
+		SpecEqual(desired.Spec, actual.Spec)
+}
+
+// SpecEqual compares two ServiceImport specs, nil and empty lists alike.
+func SpecEqual(a, b mcsv1beta1.ServiceImportSpec) bool {
+	if a.Type != b.Type || a.SessionAffinity != b.SessionAffinity ||
+		!slices.Equal(a.IPs, b.IPs) || !slices.Equal(a.IPFamilies, b.IPFamilies) ||
+		!ptrEqual(a.InternalTrafficPolicy, b.InternalTrafficPolicy) ||
+		!ptrEqual(a.TrafficDistribution, b.TrafficDistribution) ||
+		!equality.Semantic.DeepEqual(a.SessionAffinityConfig, b.SessionAffinityConfig) ||
+		len(a.Ports) != len(b.Ports) {
+		return false
+	}
+	for i := range a.Ports {
+		if !portEqual(a.Ports[i], b.Ports[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// ImportStatusUpToDate reports whether actual's status already is desired's.
+func ImportStatusUpToDate(desired, actual *mcsv1beta1.ServiceImportStatus) bool {
+	return desired.EndpointSliceObjects == actual.EndpointSliceObjects &&
+		slices.Equal(desired.Clusters, actual.Clusters) &&
+		ConditionsEqual(desired.Conditions, actual.Conditions)
+}

@@ -1,0 +1,475 @@
+package aggregate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type exp struct {
+	cluster string
+	age     int // seconds after t0 the export was created
+	svc     func(*corev1.Service)
+	noSvc   bool
+	labels  map[string]string
+	annos   map[string]string
+}
+
+func tcp(name string, port int32) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Port: port, Protocol: corev1.ProtocolTCP}
+}
+
+func mk(e exp) Export {
+	x := Export{
+		ClusterID: e.cluster,
+		Export: &mcsv1beta1.ServiceExport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Generation: 1,
+				CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(e.age) * time.Second))},
+			Spec: mcsv1beta1.ServiceExportSpec{ExportedLabels: e.labels, ExportedAnnotations: e.annos},
+		},
+	}
+	if !e.noSvc {
+		x.Service = &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+			Spec: corev1.ServiceSpec{
+				Type:            corev1.ServiceTypeClusterIP,
+				ClusterIP:       "10.0.0.1",
+				Ports:           []corev1.ServicePort{tcp("http", 80)},
+				SessionAffinity: corev1.ServiceAffinityNone,
+				IPFamilies:      []corev1.IPFamily{corev1.IPv4Protocol},
+			},
+		}
+		if e.svc != nil {
+			e.svc(x.Service)
+		}
+	}
+	return x
+}
+
+func compute(es ...exp) Result {
+	in := Input{Namespace: "ns", Name: "web"}
+	for _, e := range es {
+		in.Exports = append(in.Exports, mk(e))
+	}
+	return Compute(in)
+}
+
+func headless(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone }
+
+func TestConflicts(t *testing.T) {
+	itpLocal := corev1.ServiceInternalTrafficPolicyLocal
+	td := "PreferClose"
+	cases := []struct {
+		name      string
+		exports   []exp
+		conflicts string // "" = NoConflicts
+		check     func(t *testing.T, r Result)
+	}{
+		{name: "single export", exports: []exp{{cluster: "a"}}},
+		{name: "identical exports", exports: []exp{{cluster: "a"}, {cluster: "b", age: 1}}},
+		{name: "same ports in another order", exports: []exp{
+			{cluster: "a", svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("http", 80), tcp("https", 443)} }},
+			{cluster: "b", age: 1, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("https", 443), tcp("http", 80)} }},
+		}},
+		{name: "a port only one export has: union, PortConflict on both", conflicts: "PortConflict",
+			exports: []exp{
+				{cluster: "a"},
+				{cluster: "b", age: 1, svc: func(s *corev1.Service) { s.Spec.Ports = append(s.Spec.Ports, tcp("https", 443)) }},
+			},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, []mcsv1beta1.ServicePort{
+					{Name: "http", Protocol: "TCP", Port: 80}, {Name: "https", Protocol: "TCP", Port: 443},
+				}, r.Import.Spec.Ports)
+			}},
+		{name: "port defined differently: oldest wins", conflicts: "PortConflict",
+			exports: []exp{
+				{cluster: "b", age: 5, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("http", 8080)} }},
+				{cluster: "a", age: 1},
+			},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, "a", r.Winner)
+				assert.Equal(t, []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, r.Import.Spec.Ports)
+			}},
+		{name: "same number, different name: oldest wins", conflicts: "PortConflict",
+			exports: []exp{
+				{cluster: "a"},
+				{cluster: "b", age: 1, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("web", 80)} }},
+			},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, r.Import.Spec.Ports)
+			}},
+		{name: "same number, other protocol is another port", conflicts: "PortConflict",
+			exports: []exp{
+				{cluster: "a", svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("", 53)} }},
+				{cluster: "b", age: 1, svc: func(s *corev1.Service) {
+					s.Spec.Ports = []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}
+				}},
+			},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, []mcsv1beta1.ServicePort{{Protocol: "TCP", Port: 53}, {Name: "dns", Protocol: "UDP", Port: 53}}, r.Import.Spec.Ports)
+			}},
+		{name: "appProtocol differs", conflicts: "PortConflict",
+			exports: []exp{
+				{cluster: "a"},
+				{cluster: "b", age: 1, svc: func(s *corev1.Service) { s.Spec.Ports[0].AppProtocol = ptr("http2") }},
+			},
+			check: func(t *testing.T, r Result) { assert.Nil(t, r.Import.Spec.Ports[0].AppProtocol) }},
+		{name: "tie on creation time: lower cluster ID wins", conflicts: "PortConflict",
+			exports: []exp{
+				{cluster: "b", svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("http", 8080)} }},
+				{cluster: "a"},
+			},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, "a", r.Winner)
+				assert.Equal(t, int32(80), r.Import.Spec.Ports[0].Port)
+			}},
+		{name: "all headless", exports: []exp{{cluster: "a", svc: headless}, {cluster: "b", age: 1, svc: headless}},
+			check: func(t *testing.T, r Result) { assert.Equal(t, mcsv1beta1.Headless, r.Import.Spec.Type) }},
+		{name: "headless and ClusterSetIP: ClusterSetIP, even when the oldest is headless", conflicts: "TypeConflict",
+			exports: []exp{{cluster: "a", svc: headless}, {cluster: "b", age: 1}},
+			check:   func(t *testing.T, r Result) { assert.Equal(t, mcsv1beta1.ClusterSetIP, r.Import.Spec.Type) }},
+		{name: "session affinity", conflicts: "SessionAffinityConflict",
+			exports: []exp{{cluster: "a"}, {cluster: "b", age: 1, svc: func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP }}},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, corev1.ServiceAffinityNone, r.Import.Spec.SessionAffinity)
+			}},
+		{name: "session affinity config", conflicts: "SessionAffinityConfigConflict",
+			exports: []exp{
+				{cluster: "a", svc: func(s *corev1.Service) {
+					s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](10)}}
+				}},
+				{cluster: "b", age: 1, svc: func(s *corev1.Service) {
+					s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](20)}}
+				}},
+			},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, int32(10), *r.Import.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds)
+			}},
+		{name: "exported labels", conflicts: "LabelsConflict",
+			exports: []exp{{cluster: "a", age: 2, labels: map[string]string{"x": "1"}}, {cluster: "b", age: 1, labels: map[string]string{"x": "2"}}},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, map[string]string{"x": "2", mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}, r.Import.Labels)
+			}},
+		{name: "exported annotations", conflicts: "AnnotationsConflict",
+			exports: []exp{{cluster: "a", annos: map[string]string{"y": "1"}}, {cluster: "b", age: 1}},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, map[string]string{"y": "1"}, r.Import.Annotations)
+			}},
+		{name: "nil and empty exported labels agree", exports: []exp{{cluster: "a", labels: map[string]string{}}, {cluster: "b", age: 1}}},
+		{name: "internal traffic policy", conflicts: "InternalTrafficPolicyConflict",
+			exports: []exp{{cluster: "a", svc: func(s *corev1.Service) { s.Spec.InternalTrafficPolicy = &itpLocal }}, {cluster: "b", age: 1}},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, itpLocal, *r.Import.Spec.InternalTrafficPolicy)
+			}},
+		{name: "traffic distribution", conflicts: "TrafficDistributionConflict",
+			exports: []exp{{cluster: "a"}, {cluster: "b", age: 1, svc: func(s *corev1.Service) { s.Spec.TrafficDistribution = &td }}},
+			check: func(t *testing.T, r Result) { assert.Nil(t, r.Import.Spec.TrafficDistribution) }},
+		{name: "ip families", conflicts: "IPFamilyConflict",
+			exports: []exp{{cluster: "a"}, {cluster: "b", age: 1, svc: func(s *corev1.Service) {
+				s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+			}}},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, []corev1.IPFamily{corev1.IPv4Protocol}, r.Import.Spec.IPFamilies)
+			}},
+		{name: "several conflicts are comma-joined in a fixed order", conflicts: "PortConflict,TypeConflict,LabelsConflict",
+			exports: []exp{
+				{cluster: "a", labels: map[string]string{"x": "1"}},
+				{cluster: "b", age: 1, svc: func(s *corev1.Service) { headless(s); s.Spec.Ports = nil }},
+			}},
+		{name: "three exports, the odd one out raises the conflict on all", conflicts: "PortConflict",
+			exports: []exp{{cluster: "a"}, {cluster: "b", age: 1}, {cluster: "c", age: 2, svc: func(s *corev1.Service) { s.Spec.Ports[0].Port = 81 }}}},
+		{name: "an invalid export takes no part in conflicts", exports: []exp{
+			{cluster: "a"},
+			{cluster: "b", age: -1, svc: func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeExternalName; s.Spec.Ports = nil }},
+		}, check: func(t *testing.T, r Result) {
+			assert.Equal(t, "a", r.Winner)
+			assert.False(t, r.Exports[1].Valid)
+			assert.Equal(t, []mcsv1beta1.ClusterStatus{{Cluster: "a"}}, r.Import.Status.Clusters)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := compute(tc.exports...)
+			require.NotNil(t, r.Import)
+			assert.Equal(t, tc.conflicts, strings.Join(r.Conflicts, ","))
+			for i, e := range r.Exports {
+				c := e.ConflictCondition
+				assert.Equal(t, "Conflict", c.Type)
+				switch {
+				case !e.Valid || tc.conflicts == "":
+					assert.Equal(t, metav1.ConditionFalse, c.Status, "export %d", i)
+					assert.Equal(t, "NoConflicts", c.Reason, "export %d", i)
+				default:
+					// Every export involved, the oldest included.
+					assert.Equal(t, metav1.ConditionTrue, c.Status, "export %d", i)
+					assert.Equal(t, tc.conflicts, c.Reason, "export %d", i)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+		})
+	}
+}
+
+func TestValidity(t *testing.T) {
+	cases := []struct {
+		name   string
+		e      exp
+		valid  bool
+		reason string
+	}{
+		{"ClusterIP", exp{cluster: "a"}, true, "Valid"},
+		{"headless", exp{cluster: "a", svc: headless}, true, "Valid"},
+		{"NodePort", exp{cluster: "a", svc: func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }}, true, "Valid"},
+		{"LoadBalancer", exp{cluster: "a", svc: func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeLoadBalancer }}, true, "Valid"},
+		{"no Service", exp{cluster: "a", noSvc: true}, false, "NoService"},
+		{"ExternalName", exp{cluster: "a", svc: func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeExternalName }}, false, "InvalidServiceType"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := compute(tc.e)
+			e := r.Exports[0]
+			assert.Equal(t, tc.valid, e.Valid)
+			assert.Equal(t, "Valid", e.ValidCondition.Type)
+			assert.Equal(t, tc.reason, e.ValidCondition.Reason)
+			assert.Equal(t, map[bool]metav1.ConditionStatus{true: "True", false: "False"}[tc.valid], e.ValidCondition.Status)
+			if tc.valid {
+				require.NotNil(t, r.Import)
+			} else {
+				assert.Nil(t, r.Import, "no valid export, no import")
+				assert.Empty(t, r.Slices, "an invalid export's endpoints are withdrawn")
+				ready := ReadyCondition(false, nil, nil)
+				assert.Equal(t, metav1.ConditionFalse, ready.Status)
+			}
+		})
+	}
+}
+
+func TestNoExports(t *testing.T) {
+	r := Compute(Input{Namespace: "ns", Name: "web"})
+	assert.Nil(t, r.Import)
+	assert.Empty(t, r.Slices)
+	assert.Empty(t, r.Exports)
+}
+
+func TestImportFields(t *testing.T) {
+	itp := corev1.ServiceInternalTrafficPolicyCluster
+	td := "PreferClose"
+	in := Input{Namespace: "ns", Name: "web"}
+	a := mk(exp{cluster: "b", labels: map[string]string{"team": "x", mcsapi.LabelManagedBy: "someone"}, annos: map[string]string{"note": "n"}, svc: func(s *corev1.Service) {
+		s.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, AppProtocol: ptr("http")}, {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}
+		s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](30)}}
+		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+		s.Spec.InternalTrafficPolicy = &itp
+		s.Spec.TrafficDistribution = &td
+	}})
+	b := mk(exp{cluster: "a", age: 1, labels: map[string]string{"team": "x", mcsapi.LabelManagedBy: "someone"}, annos: map[string]string{"note": "n"}})
+	b.Service = a.Service.DeepCopy()
+	in.Exports = []Export{a, b}
+	r := Compute(in)
+	require.NotNil(t, r.Import)
+	assert.Empty(t, r.Conflicts)
+	imp := r.Import
+	assert.Equal(t, "ns", imp.Namespace)
+	assert.Equal(t, "web", imp.Name)
+	assert.Equal(t, map[string]string{"team": "x", mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}, imp.Labels, "our managed-by label always wins")
+	assert.Equal(t, map[string]string{"note": "n"}, imp.Annotations)
+	assert.Equal(t, mcsv1beta1.ServiceImportSpec{
+		Ports:                 []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80, AppProtocol: ptr("http")}, {Name: "dns", Protocol: "UDP", Port: 53}},
+		Type:                  mcsv1beta1.ClusterSetIP,
+		SessionAffinity:       corev1.ServiceAffinityClientIP,
+		SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](30)}},
+		IPFamilies:            []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol},
+		InternalTrafficPolicy: &itp,
+		TrafficDistribution:   &td,
+	}, imp.Spec)
+	assert.Empty(t, imp.Spec.IPs, "ClusterSetIP imports get no ips from the aggregate")
+	assert.Equal(t, []mcsv1beta1.ClusterStatus{{Cluster: "a"}, {Cluster: "b"}}, imp.Status.Clusters)
+	assert.Equal(t, mcsv1beta1.EndpointSliceObjectsPresent, imp.Status.EndpointSliceObjects)
+	// The aggregate does not alias its input.
+	a.Service.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr[int32](1)
+	in.Exports[0].Export.Spec.ExportedAnnotations["note"] = "changed"
+	assert.Equal(t, int32(30), *imp.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds)
+	assert.Equal(t, "n", imp.Annotations["note"])
+}
+
+func TestReadyCondition(t *testing.T) {
+	c := ReadyCondition(true, nil, nil)
+	assert.Equal(t, metav1.Condition{Type: "Ready", Status: "True", Reason: "Exported", Message: c.Message}, c)
+	c = ReadyCondition(true, []string{"west", "north"}, nil)
+	assert.Equal(t, "Pending", c.Reason)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Contains(t, c.Message, "west, north")
+	c = ReadyCondition(true, []string{"west"}, []string{"north"})
+	assert.Equal(t, "Failed", c.Reason)
+	assert.Contains(t, c.Message, "north")
+	c = ReadyCondition(false, nil, nil)
+	assert.Equal(t, "Failed", c.Reason)
+}
+
+func TestMergeConditions(t *testing.T) {
+	then := metav1.NewTime(t0)
+	now := metav1.NewTime(t0.Add(time.Hour))
+	existing := []metav1.Condition{
+		{Type: "Valid", Status: "True", Reason: "Valid", Message: "Service is exportable", ObservedGeneration: 1, LastTransitionTime: then},
+		{Type: "Other", Status: "True", Reason: "Theirs", LastTransitionTime: then},
+	}
+	valid := metav1.Condition{Type: "Valid", Status: "True", Reason: "Valid", Message: "Service is exportable"}
+
+	// Unchanged: nothing moves, so nothing is written.
+	out := MergeConditions(existing, 1, now, valid)
+	assert.True(t, ConditionsEqual(existing, out))
+
+	// A new generation: observedGeneration moves, lastTransitionTime does not.
+	out = MergeConditions(existing, 2, now, valid)
+	assert.False(t, ConditionsEqual(existing, out))
+	got := meta.FindStatusCondition(out, "Valid")
+	assert.Equal(t, int64(2), got.ObservedGeneration)
+	assert.Equal(t, then, got.LastTransitionTime)
+
+	// A status change moves lastTransitionTime.
+	out = MergeConditions(existing, 1, now, metav1.Condition{Type: "Valid", Status: "False", Reason: "NoService"})
+	got = meta.FindStatusCondition(out, "Valid")
+	assert.Equal(t, now, got.LastTransitionTime)
+	assert.Equal(t, "NoService", got.Reason)
+
+	// A reason change alone keeps lastTransitionTime.
+	out = MergeConditions(existing, 1, now, metav1.Condition{Type: "Valid", Status: "True", Reason: "Other"})
+	assert.Equal(t, then, meta.FindStatusCondition(out, "Valid").LastTransitionTime)
+
+	// New conditions are added; other types are kept; existing is untouched.
+	out = MergeConditions(existing, 1, now, metav1.Condition{Type: "Ready", Status: "False", Reason: "Pending"})
+	assert.Len(t, out, 3)
+	assert.Equal(t, now, meta.FindStatusCondition(out, "Ready").LastTransitionTime)
+	assert.NotNil(t, meta.FindStatusCondition(out, "Other"))
+	assert.Len(t, existing, 2)
+
+	// Times compare at the API's second precision.
+	a := []metav1.Condition{{Type: "X", LastTransitionTime: metav1.NewTime(t0.Add(300 * time.Millisecond))}}
+	b := []metav1.Condition{{Type: "X", LastTransitionTime: metav1.NewTime(t0)}}
+	assert.True(t, ConditionsEqual(a, b))
+}
+
+func TestSpecEqual(t *testing.T) {
+	r := compute(exp{cluster: "a"})
+	cp := r.Import.DeepCopy()
+	assert.True(t, ImportMetaSpecUpToDate(r.Import, cp))
+	cp.Spec.Ports = append(cp.Spec.Ports, mcsv1beta1.ServicePort{Port: 1})
+	assert.False(t, ImportMetaSpecUpToDate(r.Import, cp))
+	cp = r.Import.DeepCopy()
+	cp.Labels["extra"] = "x"
+	assert.False(t, ImportMetaSpecUpToDate(r.Import, cp))
+	cp = r.Import.DeepCopy()
+	cp.Spec.IPs = []string{"1.2.3.4"}
+	assert.False(t, ImportMetaSpecUpToDate(r.Import, cp))
+	cp = r.Import.DeepCopy()
+	cp.Spec.IPFamilies = nil
+	assert.False(t, ImportMetaSpecUpToDate(r.Import, cp))
+}
+
+func eslice(name string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080), Protocol: ptr(corev1.ProtocolTCP)}},
+		Endpoints:   eps,
+	}
+}
+
+func TestMirroredSlices(t *testing.T) {
+	a := mk(exp{cluster: "east"})
+	a.Slices = []*discoveryv1.EndpointSlice{
+		eslice("web-abcde", discoveryv1.Endpoint{
+			Addresses:  []string{"10.1.0.1"},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
+			Hostname:   ptr("web-0"),
+			NodeName:   ptr("node-1"),
+			Zone:       ptr("z1"),
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: "web-0"},
+			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z1"}}},
+		}),
+		eslice("web-empty"),
+	}
+	b := mk(exp{cluster: "west", age: 1})
+	b.Slices = []*discoveryv1.EndpointSlice{eslice("web-abcde", discoveryv1.Endpoint{Addresses: []string{"10.2.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false)}})}
+	gone := eslice("web-gone")
+	gone.DeletionTimestamp = ptr(metav1.NewTime(t0))
+	b.Slices = append(b.Slices, gone)
+	invalid := mk(exp{cluster: "north", noSvc: true})
+	invalid.Slices = []*discoveryv1.EndpointSlice{eslice("web-zzz", discoveryv1.Endpoint{Addresses: []string{"10.3.0.1"}})}
+
+	r := Compute(Input{Namespace: "ns", Name: "web", Exports: []Export{a, b, invalid}})
+	require.Len(t, r.Slices, 3, "one mirror per source slice of each valid export, empty slices included")
+	byName := map[string]*discoveryv1.EndpointSlice{}
+	for _, s := range r.Slices {
+		byName[s.Name] = s
+		assert.Equal(t, "ns", s.Namespace)
+	}
+	east := byName[SliceName("web", "east", "web-abcde")]
+	require.NotNil(t, east)
+	assert.Equal(t, map[string]string{
+		"multicluster.kubernetes.io/service-name":   "web",
+		"multicluster.kubernetes.io/source-cluster": "east",
+		"endpointslice.kubernetes.io/managed-by":    "mcs-importer.mcs-dns.io",
+	}, east.Labels)
+	assert.Equal(t, discoveryv1.AddressTypeIPv4, east.AddressType)
+	assert.Equal(t, a.Slices[0].Ports, east.Ports)
+	assert.Equal(t, []discoveryv1.Endpoint{{
+		Addresses:  []string{"10.1.0.1"},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
+		Hostname:   ptr("web-0"),
+		Zone:       ptr("z1"),
+	}}, east.Endpoints, "nodeName, targetRef and hints point into the source cluster and are dropped")
+	west := byName[SliceName("web", "west", "web-abcde")]
+	require.NotNil(t, west, "same source name in two clusters: two mirrors")
+	assert.Equal(t, "west", west.Labels[mcsapi.LabelSourceCluster])
+	assert.False(t, *west.Endpoints[0].Conditions.Ready)
+	assert.NotNil(t, byName[SliceName("web", "east", "web-empty")])
+
+	assert.True(t, SliceUpToDate(east, east.DeepCopy()))
+	changed := east.DeepCopy()
+	changed.Endpoints[0].Conditions.Ready = ptr(false)
+	assert.False(t, SliceUpToDate(east, changed))
+	changed = east.DeepCopy()
+	changed.Labels["x"] = "y"
+	assert.False(t, SliceUpToDate(east, changed))
+	empty := byName[SliceName("web", "east", "web-empty")]
+	emptyActual := empty.DeepCopy()
+	emptyActual.Endpoints = []discoveryv1.Endpoint{}
+	assert.True(t, SliceUpToDate(empty, emptyActual), "nil and empty lists compare equal")
+}
+
+func TestSliceName(t *testing.T) {
+	n := SliceName("web", "east", "web-abcde")
+	assert.Equal(t, n, SliceName("web", "east", "web-abcde"), "deterministic")
+	assert.NotEqual(t, n, SliceName("web", "west", "web-abcde"))
+	assert.NotEqual(t, n, SliceName("web", "east", "web-fghij"))
+	assert.Regexp(t, `^web-[0-9a-f]{10}$`, n)
+	// The cluster/slice boundary is part of the hash input.
+	assert.NotEqual(t, SliceName("s", "a", "b-c"), SliceName("s", "a-b", "c"))
+
+	long := strings.Repeat("a", 62) + "b"
+	n = SliceName(long, "east", "x")
+	assert.LessOrEqual(t, len(n), 63)
+	assert.Empty(t, validation.IsDNS1123Label(n))
+	assert.True(t, strings.HasPrefix(n, strings.Repeat("a", 52)+"-"))
+	// Cutting never leaves a dash before the hash's own dash.
+	n = SliceName(strings.Repeat("a", 51)+"-"+strings.Repeat("b", 11), "east", "x")
+	assert.Empty(t, validation.IsDNS1123Label(n), n)
+	assert.NotContains(t, n, "--")
+}

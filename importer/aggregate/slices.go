@@ -1,0 +1,111 @@
+package aggregate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"strings"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// hashLen is the number of hex digits of the name hash (40 bits).
+const hashLen = 10
+
+// maxNameLen is the longest EndpointSlice name we produce (a DNS label, so
+// that the name is valid whatever the object kind).
+const maxNameLen = 63
+
+// SliceName is the deterministic name of the mirror of source slice
+// srcSlice of service svc from cluster clusterID: "<svc>-<hash>", where
+// hash is the first 10 hex digits of sha256("<clusterID>/<srcSlice>") and
+// svc is cut short so the whole name fits in 63 characters. The same
+// source slice always gets the same name in every importing cluster, and
+// importer restarts or several importers agree on it.
+func SliceName(svc, clusterID, srcSlice string) string {
+	sum := sha256.Sum256([]byte(clusterID + "/" + srcSlice))
+	h := hex.EncodeToString(sum[:])[:hashLen]
+	prefix := svc
+	if max := maxNameLen - hashLen - 1; len(prefix) > max {
+		prefix = strings.TrimRight(prefix[:max], "-.")
+	}
+	if prefix == "" {
+		return "mcs-" + h
+	}
+	return prefix + "-" + h
+}
+
+// SliceLabels are the labels of a mirrored slice.
+func SliceLabels(svc, clusterID string) map[string]string {
+	return map[string]string{
+		mcsapi.LabelServiceName:   svc,
+		mcsapi.LabelSourceCluster: clusterID,
+		mcsapi.LabelManagedBy:     mcsapi.ManagedByImporter,
+	}
+}
+
+// MirrorSlice is the mirror of src (a slice of Service svc in cluster
+// clusterID): same namespace, deterministic name, the MCS labels, and the
+// address type, ports and each endpoint's addresses, conditions
+// (ready/serving/terminating), hostname and zone. Fields that point at
+// objects of the source cluster (nodeName, targetRef) and topology hints
+// (meant for the source cluster's proxies) are not carried.
+func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string) *discoveryv1.EndpointSlice {
+	out := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: src.Namespace,
+			Name:      SliceName(svc, clusterID, src.Name),
+			Labels:    SliceLabels(svc, clusterID),
+		},
+		AddressType: src.AddressType,
+	}
+	for _, p := range src.Ports {
+		out.Ports = append(out.Ports, *p.DeepCopy())
+	}
+	for _, e := range src.Endpoints {
+		m := discoveryv1.Endpoint{Conditions: *e.Conditions.DeepCopy()}
+		m.Addresses = append(m.Addresses, e.Addresses...)
+		if e.Hostname != nil {
+			m.Hostname = ptr(*e.Hostname)
+		}
+		if e.Zone != nil {
+			m.Zone = ptr(*e.Zone)
+		}
+		out.Endpoints = append(out.Endpoints, m)
+	}
+	return out
+}
+
+// SliceUpToDate reports whether actual already carries what desired says:
+// labels (exactly), address type, endpoints and ports.
+func SliceUpToDate(desired, actual *discoveryv1.EndpointSlice) bool {
+	return maps.Equal(desired.Labels, actual.Labels) &&
+		desired.AddressType == actual.AddressType &&
+		equality.Semantic.DeepEqual(normEndpoints(desired.Endpoints), normEndpoints(actual.Endpoints)) &&
+		equality.Semantic.DeepEqual(normPorts(desired.Ports), normPorts(actual.Ports))
+}
+
+func normEndpoints(in []discoveryv1.Endpoint) []discoveryv1.Endpoint {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]discoveryv1.Endpoint, len(in))
+	for i, e := range in {
+		out[i] = *e.DeepCopy()
+		if len(out[i].Addresses) == 0 {
+			out[i].Addresses = nil
+		}
+	}
+	return out
+}
+
+func normPorts(in []discoveryv1.EndpointPort) []discoveryv1.EndpointPort {
+	if len(in) == 0 {
+		return nil
+	}
+	return in
+}
