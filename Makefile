@@ -43,10 +43,21 @@ bench: tools build ## Benchmarks: go test -bench for the query path and index up
 	@mkdir -p .bench
 	$(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee .bench/go-bench.txt
 
+.PHONY: demo
+demo: tools build ## Three local member clusters, mcs-importer, our CoreDNS per cluster, and dig answers (Ctrl-C stops)
+	@echo "==> building and starting the demo (the first run builds kube-apiserver: 4-10 minutes)"
+	$(GO) run ./hack/demo $(DEMO_ARGS)
+
+.PHONY: demo-down
+demo-down: ## Stop a running demo and every process it started
+	@if [ -f .demo/demo.pid ]; then kill -TERM "$$(cat .demo/demo.pid)" 2>/dev/null || true; sleep 3; fi
+	@hack/reap.sh
+	@echo "demo stopped"
+
 .PHONY: reap
 reap: ## Stop any kube-apiserver, etcd, coredns or mcs-importer a killed test left behind
 	@hack/reap.sh
 
 .PHONY: clean
-clean: reap ## Remove bin/ and .bench/ (keeps the .cache/ of built API servers)
-	rm -rf bin .bench
+clean: reap ## Remove bin/, .bench/ and .demo/ (keeps the .cache/ of built API servers)
+	rm -rf bin .bench .demo

@@ -1,0 +1,426 @@
+// Command demo is `make demo`: it starts three local member clusters (east,
+// west, north: a real kube-apiserver and etcd each), installs the CRDs,
+// creates sample workloads and exports them, runs mcs-importer and one of
+// our CoreDNS per cluster on loopback ports, waits until the answers
+// converge, and shows real dig output. Then it changes things live and shows
+// the new answers, and keeps running until Ctrl-C (or `make demo-down`).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/test/cluster"
+)
+
+type options struct {
+	dir      string
+	bin      string
+	basePort int
+	wait     bool
+	timeout  time.Duration
+	importer string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.dir, "dir", ".demo", "folder for the kubeconfig, Corefiles, logs and pid file")
+	flag.StringVar(&o.bin, "bin", "bin", "folder holding the built coredns and mcs-importer")
+	flag.IntVar(&o.basePort, "base-port", 10053, "DNS port of east's CoreDNS; west and north use the next two")
+	flag.BoolVar(&o.wait, "wait", true, "keep running after the show until Ctrl-C (false: stop everything and exit)")
+	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for answers to converge at each step")
+	flag.StringVar(&o.importer, "importer-args", "", "extra flags for mcs-importer, space-separated")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "demo: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) { fmt.Printf("\n==> "+format+"\n", args...) }
+
+var names = []string{"east", "west", "north"}
+
+func run(ctx context.Context, o options) error {
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return err
+	}
+	// Absolute paths, so that `make demo-down` (hack/reap.sh) recognises them.
+	if o.bin, err = filepath.Abs(o.bin); err != nil {
+		return err
+	}
+	stopPrevious(dir)
+	pidfile := filepath.Join(dir, "demo.pid")
+	if err := os.WriteFile(pidfile, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(pidfile)
+	for _, b := range []string{"coredns", "mcs-importer"} {
+		if _, err := os.Stat(filepath.Join(o.bin, b)); err != nil {
+			return fmt.Errorf("%s not built: run `make build` (make demo does)", filepath.Join(o.bin, b))
+		}
+	}
+
+	step("starting 3 member clusters (east, west, north): a real kube-apiserver + etcd each, with the MCS and About API CRDs")
+	specs := make([]cluster.Spec, len(names))
+	for i, n := range names {
+		specs[i] = cluster.Spec{Name: n, ClusterID: n}
+	}
+	set, err := cluster.StartClusters(specs...)
+	if set != nil {
+		defer func() {
+			step("stopping the clusters")
+			set.Stop()
+		}()
+	}
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := set.WriteKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	fmt.Printf("    kubeconfig with contexts east, west, north: %s\n", kubeconfig)
+
+	step("creating sample workloads (Services + EndpointSlices standing in for pods) and exporting them")
+	if err := createWorkloads(ctx, set); err != nil {
+		return err
+	}
+
+	step("starting mcs-importer for all three clusters")
+	importerArgs := []string{"--kubeconfig", kubeconfig, "--contexts", strings.Join(names, ",")}
+	if o.importer != "" {
+		importerArgs = append(importerArgs, strings.Fields(o.importer)...)
+	}
+	imp, err := startProc(ctx, dir, "mcs-importer", filepath.Join(o.bin, "mcs-importer"), importerArgs...)
+	if err != nil {
+		return err
+	}
+	defer imp.stop()
+	fmt.Printf("    %s %s\n    log: %s\n", filepath.Join(o.bin, "mcs-importer"), strings.Join(importerArgs, " "), imp.log)
+
+	step("starting our CoreDNS for each cluster on 127.0.0.1")
+	addrs := map[string]string{}
+	for i, n := range names {
+		port := o.basePort + i
+		addrs[n] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		corefile := filepath.Join(dir, n+".Corefile")
+		body := fmt.Sprintf(`clusterset.local:%d in-addr.arpa:%d ip6.arpa:%d {
+    bind 127.0.0.1
+    errors
+    mcs clusterset.local in-addr.arpa ip6.arpa {
+        kubeconfig %s %s
+    }
+}
+`, port, port, port, kubeconfig, n)
+		if err := os.WriteFile(corefile, []byte(body), 0o644); err != nil {
+			return err
+		}
+		p, err := startProc(ctx, dir, "coredns-"+n, filepath.Join(o.bin, "coredns"), "-conf", corefile)
+		if err != nil {
+			return err
+		}
+		defer p.stop()
+		fmt.Printf("    %-5s CoreDNS on %s (Corefile %s)\n", n, addrs[n], corefile)
+	}
+
+	step("waiting until every cluster's CoreDNS answers for the exports")
+	for _, n := range names {
+		if err := waitFor(ctx, o.timeout, addrs[n], "db.demo.svc.clusterset.local.", dns.TypeA, 3); err != nil {
+			return fmt.Errorf("%s: %w (see %s)", n, err, imp.log)
+		}
+	}
+	webVIP := waitFor(ctx, 20*time.Second, addrs["north"], "web.demo.svc.clusterset.local.", dns.TypeA, 1) == nil
+	fmt.Println("    converged")
+
+	north := addrs["north"]
+	step("answers from north's CoreDNS (north exports nothing; everything comes from east and west)")
+	if webVIP {
+		dig(north, "the ClusterSet VIP of web (a ClusterSetIP service exported from east and west)", "web.demo.svc.clusterset.local", "A")
+	} else {
+		fmt.Println("\n-- web has no ClusterSet VIP yet (this mcs-importer allocates none), so its A query is NODATA:")
+		dig(north, "", "web.demo.svc.clusterset.local", "A")
+	}
+	dig(north, "the headless service db: every ready pod, from both clusters", "db.demo.svc.clusterset.local", "A")
+	dig(north, "one pod by name: <hostname>.<clusterid>.<svc>.<ns>.svc.clusterset.local", "db-0.east.db.demo.svc.clusterset.local", "A")
+	dig(north, "SRV for a named port of the headless service: one record per pod", "_postgres._tcp.db.demo.svc.clusterset.local", "SRV")
+	dig(north, "PTR of a headless pod IP", "-x", "10.10.2.1")
+	dig(north, "a service nobody exported: NXDOMAIN with the zone SOA", "nope.demo.svc.clusterset.local", "A")
+
+	step("live change 1: db-1 in east turns unready")
+	c := set.Get("east")
+	sl, err := c.Kube.DiscoveryV1().EndpointSlices("demo").Get(ctx, "db-east", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	sl.Endpoints[1].Conditions.Ready = ptr.To(false)
+	if _, err := c.Kube.DiscoveryV1().EndpointSlices("demo").Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, o.timeout, north, "db.demo.svc.clusterset.local.", dns.TypeA, 2); err != nil {
+		return err
+	}
+	dig(north, "db now has two ready pods", "db.demo.svc.clusterset.local", "A")
+
+	step("live change 2: db is unexported from east and west")
+	for _, n := range []string{"east", "west"} {
+		if err := set.Get(n).MCS.MulticlusterV1beta1().ServiceExports("demo").Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+	}
+	if err := waitForRcode(ctx, o.timeout, north, "db.demo.svc.clusterset.local.", dns.TypeA, dns.RcodeNameError); err != nil {
+		return err
+	}
+	dig(north, "db is gone from the clusterset", "db.demo.svc.clusterset.local", "A")
+
+	step("the demo is running")
+	fmt.Printf(`    Query it yourself, e.g.:
+      dig @127.0.0.1 -p %d web.demo.svc.clusterset.local
+      dig @127.0.0.1 -p %d _http._tcp.web.demo.svc.clusterset.local SRV
+      kubectl --kubeconfig %s --context west get serviceimports,endpointslices -n demo
+    (east, west, north answer on ports %d, %d, %d; logs in %s)
+`, o.basePort+2, o.basePort, kubeconfig, o.basePort, o.basePort+1, o.basePort+2, dir)
+	if !o.wait {
+		return nil
+	}
+	fmt.Println("    Ctrl-C (or `make demo-down`) stops every process the demo started.")
+	<-ctx.Done()
+	return nil
+}
+
+func createWorkloads(ctx context.Context, set *cluster.Set) error {
+	type pod struct{ host, ip string }
+	workloads := map[string]struct{ web, db []pod }{
+		"east": {web: []pod{{"", "10.10.1.1"}, {"", "10.10.1.2"}}, db: []pod{{"db-0", "10.10.2.1"}, {"db-1", "10.10.2.2"}}},
+		"west": {web: []pod{{"", "10.20.1.1"}}, db: []pod{{"db-0", "10.20.2.1"}}},
+	}
+	for _, n := range names {
+		c := set.Get(n)
+		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		w, ok := workloads[n]
+		if !ok {
+			fmt.Printf("    %-5s namespace demo, nothing exported\n", n)
+			continue
+		}
+		for _, svc := range []struct {
+			name, port string
+			number     int32
+			headless   bool
+			pods       []pod
+		}{{"web", "http", 80, false, w.web}, {"db", "postgres", 5432, true, w.db}} {
+			spec := corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: svc.port, Port: svc.number, Protocol: corev1.ProtocolTCP}}}
+			if svc.headless {
+				spec.ClusterIP = corev1.ClusterIPNone
+			}
+			if _, err := c.Kube.CoreV1().Services("demo").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svc.name}, Spec: spec}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			slice := &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Name: svc.name + "-" + n, Labels: map[string]string{discoveryv1.LabelServiceName: svc.name}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(svc.port), Port: ptr.To(svc.number), Protocol: ptr.To(corev1.ProtocolTCP)}},
+			}
+			var shown []string
+			for _, p := range svc.pods {
+				ep := discoveryv1.Endpoint{Addresses: []string{p.ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
+				if p.host != "" {
+					ep.Hostname = ptr.To(p.host)
+					shown = append(shown, p.host+"="+p.ip)
+				} else {
+					shown = append(shown, p.ip)
+				}
+				slice.Endpoints = append(slice.Endpoints, ep)
+			}
+			if _, err := c.Kube.DiscoveryV1().EndpointSlices("demo").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			if _, err := c.MCS.MulticlusterV1beta1().ServiceExports("demo").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: svc.name}}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			kind := "ClusterIP"
+			if svc.headless {
+				kind = "headless"
+			}
+			fmt.Printf("    %-5s exported %-9s service %s (port %s/%d) with pods %s\n", n, kind, svc.name, svc.port, svc.number, strings.Join(shown, ", "))
+		}
+	}
+	return nil
+}
+
+// waitFor polls until name has exactly want records of qtype.
+func waitFor(ctx context.Context, timeout time.Duration, addr, name string, qtype uint16, want int) error {
+	return poll(ctx, timeout, func() error {
+		r, err := query(addr, name, qtype)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, rr := range r.Answer {
+			if rr.Header().Rrtype == qtype {
+				n++
+			}
+		}
+		if n != want {
+			return fmt.Errorf("%s %s: %d records (%s), want %d", name, dns.TypeToString[qtype], n, dns.RcodeToString[r.Rcode], want)
+		}
+		return nil
+	})
+}
+
+func waitForRcode(ctx context.Context, timeout time.Duration, addr, name string, qtype uint16, rcode int) error {
+	return poll(ctx, timeout, func() error {
+		r, err := query(addr, name, qtype)
+		if err != nil {
+			return err
+		}
+		if r.Rcode != rcode {
+			return fmt.Errorf("%s: %s, want %s", name, dns.RcodeToString[r.Rcode], dns.RcodeToString[rcode])
+		}
+		return nil
+	})
+}
+
+func poll(ctx context.Context, timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not converged after %s: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func query(addr, name string, qtype uint16) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, addr)
+	return r, err
+}
+
+// dig prints real dig output for the query.
+func dig(addr, what string, args ...string) {
+	host, port, _ := net.SplitHostPort(addr)
+	if what != "" {
+		fmt.Printf("\n-- %s:\n", what)
+	}
+	full := append([]string{"@" + host, "-p", port, "+noall", "+comments", "+answer", "+authority", "+additional", "+nostats"}, args...)
+	fmt.Printf("$ dig %s\n", strings.Join(slices.Concat([]string{"@" + host, "-p", port}, args), " "))
+	cmd := exec.Command("dig", full...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		fmt.Printf("(dig failed: %v; is bind9-dnsutils installed? `make tools` installs it)\n", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		// Keep the status line and the records; drop dig's banner noise.
+		if line == "" || strings.HasPrefix(line, ";; Got answer") || strings.HasPrefix(line, ";; OPT") ||
+			strings.HasPrefix(line, "; EDNS") || strings.HasPrefix(line, "; COOKIE") || strings.HasPrefix(line, ";; WARNING") {
+			continue
+		}
+		fmt.Println("  " + line)
+	}
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+func startProc(ctx context.Context, dir, name, bin string, args ...string) (*proc, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	go func() {
+		select {
+		case <-p.done:
+			if ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "\n!! %s exited unexpectedly; see %s\n", name, logPath)
+			}
+		case <-ctx.Done():
+		}
+	}()
+	return p, nil
+}
+
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// stopPrevious stops a demo still running from this folder, so that a
+// second `make demo` works.
+func stopPrevious(dir string) {
+	raw, err := os.ReadFile(filepath.Join(dir, "demo.pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != nil {
+		return
+	}
+	step("stopping the demo already running (pid %d)", pid)
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for range 150 {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
