@@ -1,0 +1,292 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/importer/aggregate"
+	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/vip"
+)
+
+const (
+	kindImport       = "ServiceImport"
+	kindImportStatus = "ServiceImportStatus"
+	kindSlice        = "EndpointSlice"
+	kindExportStatus = "ServiceExportStatus"
+)
+
+// applyImport makes one importing member hold the desired import and
+// mirrored slices of ns/name (or none). It reports whether our import
+// exists there afterwards and whether a foreign one is in the way.
+func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, res *aggregate.Result, active bool, now metav1.Time) (present, foreign bool, err error) {
+	m := v.m
+	cur := v.c.Import(ns, name)
+	if cur != nil && !members.Owned(cur) {
+		if res.Import != nil && active {
+			c.warnForeign(m, ns, name)
+		}
+		return false, true, c.applySlices(ctx, v, ns, name, nil, nil)
+	}
+	c.forgetForeign(m, ns, name)
+
+	if res.Import == nil || !active {
+		// No import here: delete ours, then its slices.
+		var errs []error
+		if cur != nil {
+			err := m.DeleteImport(ctx, ns, name, cur.UID)
+			c.wrote(m, kindImport, "delete", ns, name)
+			switch {
+			case err == nil:
+				c.log.Info("deleted ServiceImport", "cluster", m.ID, "namespace", ns, "name", name)
+			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+				// Gone already, or replaced (UID precondition): fine.
+			default:
+				c.failed(m, "delete ServiceImport")
+				errs = append(errs, err)
+			}
+			if err == nil || apierrors.IsNotFound(err) {
+				if err := c.vip.Release(ctx, m.ID, ns, name); err != nil {
+					errs = append(errs, fmt.Errorf("releasing VIP: %w", err))
+				}
+			}
+		}
+		errs = append(errs, c.applySlices(ctx, v, ns, name, nil, nil))
+		return false, false, errors.Join(errs...)
+	}
+
+	desired := res.Import.DeepCopy()
+	var asg vip.Assignment
+	if desired.Spec.Type == mcsv1beta1.ClusterSetIP {
+		if asg, err = c.vip.Assign(ctx, m.ID, desired); err != nil {
+			c.failed(m, "assign VIP")
+			return cur != nil, false, fmt.Errorf("assigning VIP: %w", err)
+		}
+		desired.Spec.IPs = asg.IPs
+		if len(asg.Annotations) > 0 {
+			if desired.Annotations == nil {
+				desired.Annotations = map[string]string{}
+			}
+			maps.Copy(desired.Annotations, asg.Annotations)
+		}
+	}
+
+	// Slices first, so that an import never shows up without its endpoints.
+	if err := c.applySlices(ctx, v, ns, name, res.Slices, asg.SliceLabels); err != nil {
+		return cur != nil, false, err
+	}
+
+	if cur == nil {
+		obj := desired.DeepCopy()
+		obj.Status = mcsv1beta1.ServiceImportStatus{}
+		created, err := m.CreateImport(ctx, obj)
+		c.wrote(m, kindImport, "create", ns, name)
+		switch {
+		case err == nil:
+			c.log.Info("created ServiceImport", "cluster", m.ID, "namespace", ns, "name", name, "type", desired.Spec.Type)
+			cur = created
+		case apierrors.IsAlreadyExists(err):
+			// Our cache is behind: look at what is there.
+			if cur, err = m.GetImport(ctx, ns, name); err != nil {
+				return false, false, err
+			}
+			if !members.Owned(cur) {
+				c.warnForeign(m, ns, name)
+				return false, true, c.applySlices(ctx, v, ns, name, nil, nil)
+			}
+		default:
+			c.failed(m, "create ServiceImport")
+			return false, false, err
+		}
+	}
+
+	// Metadata and spec.
+	if !aggregate.ImportMetaSpecUpToDate(desired, cur) {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			upd := cur.DeepCopy()
+			upd.Labels, upd.Annotations, upd.Spec = desired.Labels, desired.Annotations, desired.Spec
+			out, err := m.UpdateImport(ctx, upd)
+			c.wrote(m, kindImport, "update", ns, name)
+			if apierrors.IsConflict(err) {
+				if latest, gerr := m.GetImport(ctx, ns, name); gerr == nil {
+					if !members.Owned(latest) {
+						return errForeign
+					}
+					cur = latest
+				}
+				return err
+			}
+			if err == nil {
+				cur = out
+			}
+			return err
+		})
+		if errors.Is(err, errForeign) {
+			c.warnForeign(m, ns, name)
+			return false, true, nil
+		}
+		if err != nil {
+			c.failed(m, "update ServiceImport")
+			return true, false, err
+		}
+	}
+
+	// Status.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		want := desired.Status
+		want.Conditions = aggregate.MergeConditions(cur.Status.Conditions, cur.Generation, now, aggregate.ImportReadyCondition())
+		if aggregate.ImportStatusUpToDate(&want, &cur.Status) {
+			return nil
+		}
+		upd := cur.DeepCopy()
+		upd.Status = want
+		out, err := m.UpdateImportStatus(ctx, upd)
+		c.wrote(m, kindImportStatus, "update", ns, name)
+		if apierrors.IsConflict(err) {
+			if latest, gerr := m.GetImport(ctx, ns, name); gerr == nil {
+				cur = latest
+			}
+			return err
+		}
+		if err == nil {
+			cur = out
+		}
+		return err
+	})
+	if err != nil {
+		c.failed(m, "update ServiceImport status")
+		return true, false, err
+	}
+	return true, false, nil
+}
+
+var errForeign = errors.New("object is not managed by mcs-importer")
+
+// applySlices makes the member's mirrored slices of ns/name exactly
+// desired (plus extraLabels): create what is missing, update what
+// differs, delete what is ours and no longer wanted.
+func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, desired []*discoveryv1.EndpointSlice, extraLabels map[string]string) error {
+	m := v.m
+	client := m.Kube.DiscoveryV1().EndpointSlices(ns)
+	actual := map[string]*discoveryv1.EndpointSlice{}
+	for _, s := range v.c.MirroredSlices(ns, name) {
+		actual[s.Name] = s
+	}
+	var errs []error
+	want := map[string]bool{}
+	for _, d := range desired {
+		want[d.Name] = true
+		d = d.DeepCopy()
+		d.Labels = withLabels(d.Labels, extraLabels)
+		a := actual[d.Name]
+		if a != nil && aggregate.SliceUpToDate(d, a) {
+			continue
+		}
+		if a != nil && a.AddressType != d.AddressType {
+			// addressType is immutable: replace the slice.
+			err := client.Delete(ctx, a.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &a.UID}})
+			c.wrote(m, kindSlice, "delete", ns, a.Name)
+			if err != nil && !apierrors.IsNotFound(err) {
+				c.failed(m, "delete EndpointSlice")
+				errs = append(errs, err)
+				continue
+			}
+			a = nil
+		}
+		if a == nil {
+			_, err := client.Create(ctx, d, metav1.CreateOptions{})
+			c.wrote(m, kindSlice, "create", ns, d.Name)
+			if err == nil {
+				continue
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				c.failed(m, "create EndpointSlice")
+				errs = append(errs, err)
+				continue
+			}
+			// Our cache is behind, or someone else's slice has the name.
+			live, gerr := client.Get(ctx, d.Name, metav1.GetOptions{})
+			if gerr != nil {
+				errs = append(errs, gerr)
+				continue
+			}
+			if !members.Owned(live) {
+				c.failed(m, "create EndpointSlice")
+				errs = append(errs, fmt.Errorf("EndpointSlice %s/%s exists and is not managed by mcs-importer; leaving it alone", ns, d.Name))
+				continue
+			}
+			a = live
+			if aggregate.SliceUpToDate(d, a) {
+				continue
+			}
+		}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			upd := a.DeepCopy()
+			upd.Labels, upd.Endpoints, upd.Ports = d.Labels, d.Endpoints, d.Ports
+			_, err := client.Update(ctx, upd, metav1.UpdateOptions{})
+			c.wrote(m, kindSlice, "update", ns, d.Name)
+			if apierrors.IsConflict(err) {
+				if live, gerr := client.Get(ctx, d.Name, metav1.GetOptions{}); gerr == nil {
+					if !members.Owned(live) {
+						return errForeign
+					}
+					a = live
+				}
+			}
+			return err
+		})
+		if err != nil {
+			c.failed(m, "update EndpointSlice")
+			errs = append(errs, err)
+		}
+	}
+	for n, a := range actual {
+		if want[n] {
+			continue
+		}
+		err := client.Delete(ctx, n, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &a.UID}})
+		c.wrote(m, kindSlice, "delete", ns, n)
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			c.failed(m, "delete EndpointSlice")
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// applyExportStatus sets the export's conditions when they changed.
+func (c *Controller) applyExportStatus(ctx context.Context, v view, e *mcsv1beta1.ServiceExport, now metav1.Time, conds ...metav1.Condition) error {
+	m := v.m
+	cur := e
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		merged := aggregate.MergeConditions(cur.Status.Conditions, cur.Generation, now, conds...)
+		if aggregate.ConditionsEqual(merged, cur.Status.Conditions) {
+			return nil
+		}
+		upd := cur.DeepCopy()
+		upd.Status.Conditions = merged
+		err := m.UpdateExportStatus(ctx, upd)
+		c.wrote(m, kindExportStatus, "update", e.Namespace, e.Name)
+		if apierrors.IsConflict(err) {
+			if latest, gerr := m.GetExport(ctx, e.Namespace, e.Name); gerr == nil {
+				cur = latest
+			}
+		}
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil // unexported meanwhile; its deletion event requeues the key
+	}
+	if err != nil {
+		c.failed(m, "update ServiceExport status")
+	}
+	return err
+}

@@ -1,0 +1,341 @@
+// Package controller is mcs-importer's reconcile loop: member informer
+// events become namespace/name keys on a rate-limited work queue; a worker
+// reads every member's caches for the key, asks aggregate for the desired
+// state, and then, for each importing member, diffs desired against actual
+// and writes only the difference; last, it sets each export's conditions
+// when they changed.
+//
+// Ownership: everything the importer writes carries
+// endpointslice.kubernetes.io/managed-by=mcs-importer.mcs-dns.io. Objects
+// without it are never updated or deleted. A ServiceImport of the same
+// name that the importer does not own is left alone: the importer logs it,
+// writes no EndpointSlices for that import into that cluster (and removes
+// its own), and the exports get Ready=False with reason Failed naming the
+// cluster, until the foreign object is removed.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/mcs-dns/mcs-dns/importer/aggregate"
+	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/vip"
+)
+
+// Options configure a Controller.
+type Options struct {
+	Members []*members.Member
+	VIP     vip.Provider
+	Log     *slog.Logger
+	// Registerer receives the metrics.
+	Registerer prometheus.Registerer
+	// Now stamps new conditions (time.Now when nil).
+	Now func() time.Time
+}
+
+// Controller reconciles imports across the member clusters.
+type Controller struct {
+	members []*members.Member
+	vip     vip.Provider
+	log     *slog.Logger
+	queue   workqueue.TypedRateLimitingInterface[string]
+	metrics *Metrics
+	now     func() time.Time
+
+	warnedMu sync.Mutex
+	warned   map[string]bool // "cluster/ns/name" of foreign imports already logged
+}
+
+// New returns a controller; call Notify/OnChange from the members and Run.
+func New(o Options) *Controller {
+	c := &Controller{
+		members: o.Members,
+		vip:     o.VIP,
+		log:     o.Log,
+		now:     o.Now,
+		warned:  map[string]bool{},
+	}
+	if c.vip == nil {
+		c.vip = vip.None{}
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+	)
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "mcs-importer"})
+	reg := o.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	c.metrics = newMetrics(reg, func() float64 { return float64(c.queue.Len()) })
+	for _, m := range c.members {
+		c.setMemberState(m, members.Up)
+	}
+	return c
+}
+
+func key(ns, name string) string { return ns + "/" + name }
+
+func (c *Controller) hasExport(ns, name string) bool {
+	for _, m := range c.members {
+		if mc := m.Caches(); mc != nil && mc.Export(ns, name) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Notify turns an informer event into work.
+func (c *Controller) Notify(ev members.Event) {
+	switch ev.Kind {
+	case members.KindNamespace:
+		// The import appears when the namespace does.
+		for _, m := range c.members {
+			if mc := m.Caches(); mc != nil {
+				for _, k := range mc.NamespaceKeys(ev.Namespace) {
+					c.queue.Add(k)
+				}
+			}
+		}
+	case members.KindService, members.KindSourceSlice:
+		// Only exported Services matter; an export event enqueues the key
+		// itself, so nothing is missed when the Service comes first.
+		if c.hasExport(ev.Namespace, ev.Name) {
+			c.queue.Add(key(ev.Namespace, ev.Name))
+		}
+	default:
+		c.queue.Add(key(ev.Namespace, ev.Name))
+	}
+}
+
+// OnChange handles a member's state change: every key is reconciled again
+// (including, when it went down, the keys only it knew).
+func (c *Controller) OnChange(m *members.Member, s members.State, dropped *members.Caches) {
+	c.setMemberState(m, s)
+	if dropped != nil {
+		for _, k := range dropped.Keys() {
+			c.queue.Add(k)
+		}
+	}
+	c.EnqueueAll()
+}
+
+func (c *Controller) setMemberState(m *members.Member, s members.State) {
+	for _, st := range []members.State{members.Up, members.Unreachable, members.Down} {
+		v := 0.0
+		if st == s {
+			v = 1
+		}
+		c.metrics.MemberState.WithLabelValues(m.ID, st.String()).Set(v)
+	}
+}
+
+// EnqueueAll queues every key any member knows: a full resync.
+func (c *Controller) EnqueueAll() {
+	for _, m := range c.members {
+		if mc := m.Caches(); mc != nil {
+			for _, k := range mc.Keys() {
+				c.queue.Add(k)
+			}
+		}
+	}
+}
+
+// Metrics returns the controller's metrics.
+func (c *Controller) Metrics() *Metrics { return c.metrics }
+
+// Run runs workers until ctx is done, and a full resync every resync
+// (none when 0). It returns when every worker has stopped.
+func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.processNext(ctx) {
+			}
+		}()
+	}
+	if resync > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(resync)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					c.log.Debug("periodic resync")
+					c.EnqueueAll()
+				}
+			}
+		}()
+	}
+	<-ctx.Done()
+	c.queue.ShutDownWithDrain()
+	wg.Wait()
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	k, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(k)
+	start := time.Now()
+	err := c.Reconcile(ctx, k)
+	c.metrics.ReconcileSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		c.metrics.Reconciles.WithLabelValues("error").Inc()
+		if ctx.Err() == nil {
+			c.log.Warn("reconcile failed; will retry", "key", k, "err", err)
+			c.queue.AddRateLimited(k)
+		}
+		return true
+	}
+	c.metrics.Reconciles.WithLabelValues("success").Inc()
+	c.queue.Forget(k)
+	return true
+}
+
+type view struct {
+	m *members.Member
+	c *members.Caches
+	// up: the API answers, so the member may be written to and counts
+	// for readiness.
+	up bool
+}
+
+// Reconcile brings one namespace/name to its desired state.
+func (c *Controller) Reconcile(ctx context.Context, k string) error {
+	ns, name, ok := strings.Cut(k, "/")
+	if !ok {
+		return nil
+	}
+	now := metav1.NewTime(c.now()).Rfc3339Copy()
+
+	// Members whose caches are usable: up, or unreachable within the grace
+	// period (their last known state stays served).
+	var views []view
+	for _, m := range c.members {
+		if mc := m.Caches(); mc != nil {
+			views = append(views, view{m: m, c: mc, up: m.State() == members.Up})
+		}
+	}
+
+	in := aggregate.Input{Namespace: ns, Name: name}
+	var exportViews []view
+	for _, v := range views {
+		e := v.c.Export(ns, name)
+		if e == nil || e.DeletionTimestamp != nil {
+			continue
+		}
+		in.Exports = append(in.Exports, aggregate.Export{
+			ClusterID: v.m.ID,
+			Export:    e,
+			Service:   v.c.Service(ns, name),
+			Slices:    v.c.SourceSlices(ns, name),
+		})
+		exportViews = append(exportViews, v)
+	}
+	res := aggregate.Compute(in)
+
+	// Import side.
+	var errs []error
+	var pending, blocked []string
+	for _, v := range views {
+		if !v.up {
+			continue
+		}
+		active := v.c.NamespaceActive(ns)
+		var present, foreign bool
+		if v.m.Importing {
+			var err error
+			present, foreign, err = c.applyImport(ctx, v, ns, name, &res, active, now)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("cluster %s: %w", v.m.ID, err))
+			}
+		} else {
+			cur := v.c.Import(ns, name)
+			present = cur != nil && members.Owned(cur)
+			foreign = cur != nil && !members.Owned(cur)
+		}
+		switch {
+		case !active || res.Import == nil:
+		case foreign:
+			blocked = append(blocked, v.m.ID)
+		case !present:
+			pending = append(pending, v.m.ID)
+		}
+	}
+
+	// Export side: conditions, only when they changed.
+	for i, v := range exportViews {
+		if !v.up {
+			continue
+		}
+		er := res.Exports[i]
+		ready := aggregate.ReadyCondition(er.Valid, pending, blocked)
+		if err := c.applyExportStatus(ctx, v, in.Exports[i].Export, now, er.ValidCondition, er.ConflictCondition, ready); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: ServiceExport status: %w", v.m.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) wrote(m *members.Member, kind, verb string, ns, name string) {
+	c.metrics.Writes.WithLabelValues(m.ID, kind, verb).Inc()
+	c.log.Debug("write", "cluster", m.ID, "kind", kind, "verb", verb, "namespace", ns, "name", name)
+}
+
+func (c *Controller) failed(m *members.Member, op string) {
+	c.metrics.Errors.WithLabelValues(m.ID, op).Inc()
+}
+
+func (c *Controller) warnForeign(m *members.Member, ns, name string) {
+	k := m.ID + "/" + ns + "/" + name
+	c.warnedMu.Lock()
+	defer c.warnedMu.Unlock()
+	if !c.warned[k] {
+		c.warned[k] = true
+		c.log.Warn("a ServiceImport not managed by mcs-importer is in the way; leaving it alone",
+			"cluster", m.ID, "namespace", ns, "name", name)
+	}
+}
+
+func (c *Controller) forgetForeign(m *members.Member, ns, name string) {
+	c.warnedMu.Lock()
+	defer c.warnedMu.Unlock()
+	delete(c.warned, m.ID+"/"+ns+"/"+name)
+}
+
+// sliceLabels merges extra (from the VIP provider) under our labels.
+func withLabels(base, extra map[string]string) map[string]string {
+	if len(extra) == 0 {
+		return base
+	}
+	out := maps.Clone(extra)
+	maps.Copy(out, base)
+	return out
+}
+

@@ -1,0 +1,55 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the importer's Prometheus metrics (namespace mcs_importer).
+type Metrics struct {
+	// Reconciles counts reconciles of one key, by result (success, error).
+	Reconciles *prometheus.CounterVec
+	// ReconcileSeconds is the duration of one key's reconcile.
+	ReconcileSeconds prometheus.Histogram
+	// Writes counts write requests sent to member APIs, by cluster, kind
+	// (ServiceImport, ServiceImportStatus, EndpointSlice,
+	// ServiceExportStatus) and verb (create, update, delete). In a steady
+	// state it does not move.
+	Writes *prometheus.CounterVec
+	// Errors counts failed operations, by cluster and operation.
+	Errors *prometheus.CounterVec
+	// MemberUp is 1 for a member whose API answers, 0 otherwise; state
+	// says which of up, unreachable (within the grace period) or down.
+	MemberState *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer, queueDepth func() float64) *Metrics {
+	m := &Metrics{
+		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "mcs_importer", Name: "reconciles_total",
+			Help: "Reconciles of one exported namespace/name, by result.",
+		}, []string{"result"}),
+		ReconcileSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "mcs_importer", Name: "reconcile_duration_seconds",
+			Help:    "Duration of one reconcile.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}),
+		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "mcs_importer", Name: "writes_total",
+			Help: "Write requests sent to member cluster APIs, by cluster, kind and verb. Flat in a steady state.",
+		}, []string{"cluster", "kind", "verb"}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "mcs_importer", Name: "errors_total",
+			Help: "Failed operations, by cluster and operation.",
+		}, []string{"cluster", "operation"}),
+		MemberState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "mcs_importer", Name: "member_state",
+			Help: "1 for the current state (up, unreachable, down) of each member cluster, 0 for the others.",
+		}, []string{"cluster", "state"}),
+	}
+	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.Errors, m.MemberState,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "mcs_importer", Name: "queue_depth",
+			Help: "Keys waiting in the work queue.",
+		}, queueDepth))
+	return m
+}

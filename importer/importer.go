@@ -1,0 +1,351 @@
+// Package importer is mcs-importer: it reads ServiceExports (and the
+// Services and EndpointSlices they name) in every member cluster of a
+// clusterset and writes the ServiceImports and mirrored EndpointSlices the
+// MCS API asks for into the importing clusters, plus the exports'
+// conditions. cmd/mcs-importer is a thin main around ParseFlags and Run;
+// tests call Run in-process.
+//
+// Packages: members (clients, cluster IDs, informers, health), aggregate
+// (the pure rules), controller (queue, diff and apply), vip (the seam for
+// ClusterSet VIPs).
+package importer
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcs-dns/mcs-dns/importer/controller"
+	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/vip"
+)
+
+// Options are mcs-importer's settings; ParseFlags fills them from the
+// command line.
+type Options struct {
+	// Kubeconfig is the kubeconfig file ("" = the usual loading rules:
+	// $KUBECONFIG, then ~/.kube/config).
+	Kubeconfig string
+	// Contexts are the kubeconfig contexts of the member clusters.
+	Contexts []string
+	// ImportInto lists the contexts to write imports into; empty = all.
+	ImportInto []string
+	// MetricsAddr serves /healthz, /readyz and /metrics ("" = off).
+	MetricsAddr string
+	// EndpointGracePeriod is how long an unreachable member's last known
+	// endpoints stay served.
+	EndpointGracePeriod time.Duration
+	// Resync is the period of full resyncs (0 = none).
+	Resync time.Duration
+	// Workers is the number of reconcile workers.
+	Workers int
+	// ProbeInterval is how often each member's API is probed.
+	ProbeInterval time.Duration
+	// CacheSyncTimeout bounds the wait for a member's caches to sync.
+	CacheSyncTimeout time.Duration
+	// ConnectTimeout bounds start-up discovery per member.
+	ConnectTimeout time.Duration
+	// LogFormat is "text" or "json"; Verbosity 0 logs info and up, 1 and
+	// more also debug.
+	LogFormat string
+	Verbosity int
+
+	// Log, if set, is used instead of a logger built from LogFormat.
+	Log *slog.Logger
+	// Registry, if set, receives the metrics (a new one otherwise).
+	Registry *prometheus.Registry
+	// VIP assigns ClusterSetIP VIPs (vip.None when nil).
+	VIP vip.Provider
+	// OnReady, if set, is called once every member's caches have synced,
+	// with the address the health/metrics server listens on ("" if off).
+	OnReady func(metricsAddr string)
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		MetricsAddr:         ":8080",
+		EndpointGracePeriod: 2 * time.Minute,
+		Resync:              10 * time.Minute,
+		Workers:             4,
+		ProbeInterval:       5 * time.Second,
+		CacheSyncTimeout:    2 * time.Minute,
+		ConnectTimeout:      30 * time.Second,
+		LogFormat:           "text",
+	}
+}
+
+type listFlag struct{ dst *[]string }
+
+func (l listFlag) String() string {
+	if l.dst == nil {
+		return ""
+	}
+	return strings.Join(*l.dst, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	*l.dst = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l.dst = append(*l.dst, p)
+		}
+	}
+	return nil
+}
+
+// ParseFlags parses mcs-importer's command line. Usage and errors go to
+// output. It returns flag.ErrHelp for -h/--help.
+func ParseFlags(args []string, output io.Writer) (Options, error) {
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("mcs-importer", flag.ContinueOnError)
+	// Errors are returned, not printed; only --help prints the usage.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	usage := func() {
+		fs.SetOutput(output)
+		fmt.Fprint(output, `Usage: mcs-importer --contexts east,west,north [flags]
+
+mcs-importer implements the Multi-Cluster Services API (mcs-api v0.5.2) for a
+clusterset: it reads the ServiceExports, Services and EndpointSlices of every
+member cluster and writes ServiceImports and mirrored EndpointSlices into the
+importing clusters. One kubeconfig, one context per member cluster. A
+cluster's ID is its About API ClusterProperty cluster.clusterset.k8s.io if
+present, else its context name.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig `file` holding one context per member cluster (default: $KUBECONFIG, then ~/.kube/config)")
+	fs.Var(listFlag{&o.Contexts}, "contexts", "comma-separated kubeconfig `contexts`, one per member cluster (required)")
+	fs.Var(listFlag{&o.ImportInto}, "import-into", "comma-separated `contexts` to write ServiceImports and EndpointSlices into (default: every member); e.g. one importer per cluster, each reading all members")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "`address` serving /healthz, /readyz and Prometheus /metrics (empty: off)")
+	fs.DurationVar(&o.EndpointGracePeriod, "endpoint-grace-period", o.EndpointGracePeriod, "how long the last known endpoints of a member whose API is unreachable stay served before they are withdrawn")
+	fs.DurationVar(&o.Resync, "resync", o.Resync, "period of full resyncs, which compare desired with actual state and write only differences (0: none)")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "number of reconcile workers")
+	fs.DurationVar(&o.ProbeInterval, "health-probe-interval", o.ProbeInterval, "how often each member cluster's API is probed (GET /readyz) to notice it going away and coming back")
+	fs.DurationVar(&o.CacheSyncTimeout, "cache-sync-timeout", o.CacheSyncTimeout, "how long to wait for a member cluster's informer caches to sync")
+	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long start-up may take to reach each member cluster (cluster ID and API discovery)")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log `format`: text or json (structured logs on stderr)")
+	fs.IntVar(&o.Verbosity, "v", o.Verbosity, "log `level`: 0 logs info and above, 1 or more adds debug (every write)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage()
+		}
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	return o, o.Validate()
+}
+
+// Validate checks the options that need no cluster.
+func (o *Options) Validate() error {
+	var errs []error
+	if len(o.Contexts) == 0 {
+		errs = append(errs, errors.New("--contexts is required: list the kubeconfig context of every member cluster"))
+	}
+	seen := map[string]bool{}
+	for _, c := range o.Contexts {
+		if seen[c] {
+			errs = append(errs, fmt.Errorf("--contexts lists %q twice", c))
+		}
+		seen[c] = true
+	}
+	for _, c := range o.ImportInto {
+		if !seen[c] {
+			errs = append(errs, fmt.Errorf("--import-into %q is not one of --contexts", c))
+		}
+	}
+	if o.EndpointGracePeriod < 0 {
+		errs = append(errs, errors.New("--endpoint-grace-period must not be negative"))
+	}
+	if o.Resync < 0 {
+		errs = append(errs, errors.New("--resync must not be negative"))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	if o.ProbeInterval <= 0 {
+		errs = append(errs, errors.New("--health-probe-interval must be positive"))
+	}
+	if o.CacheSyncTimeout <= 0 || o.ConnectTimeout <= 0 {
+		errs = append(errs, errors.New("--cache-sync-timeout and --connect-timeout must be positive"))
+	}
+	if o.LogFormat != "text" && o.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", o.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+// NewLogger builds the logger the options describe.
+func NewLogger(o Options, w io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	if o.Verbosity > 0 {
+		level = slog.LevelDebug
+	}
+	ho := &slog.HandlerOptions{Level: level}
+	if o.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// Run runs the importer until ctx is done. It returns an error when
+// start-up fails (bad options, a member that cannot be reached, invalid or
+// duplicate cluster IDs, caches that do not sync) and nil after a clean
+// shutdown.
+func Run(ctx context.Context, o Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	log := o.Log
+	if log == nil {
+		log = NewLogger(o, io.Discard)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	ms, err := connect(ctx, o)
+	if err != nil {
+		return err
+	}
+	if err := members.ValidateIDs(ms); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		m.Importing = len(o.ImportInto) == 0 || slices.Contains(o.ImportInto, m.Context)
+		log.Info("member cluster", "context", m.Context, "cluster", m.ID, "idFrom", m.IDSource,
+			"importing", m.Importing, "exportVersion", m.ExportVersion, "importVersion", m.ImportVersion)
+	}
+
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	ctrl := controller.New(controller.Options{Members: ms, VIP: o.VIP, Log: log, Registerer: reg})
+
+	var ready atomic.Bool
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	addr := ""
+	if o.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		addr = ln.Addr().String()
+		srv := &http.Server{Handler: healthMux(reg, &ready), ReadHeaderTimeout: 10 * time.Second}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("health/metrics server", "err", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			<-ctx.Done()
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		log.Info("serving /healthz, /readyz and /metrics", "addr", addr)
+	}
+
+	hopts := members.HealthOptions{
+		ProbeInterval: o.ProbeInterval,
+		ProbeTimeout:  o.ProbeInterval,
+		Grace:         o.EndpointGracePeriod,
+		SyncTimeout:   o.CacheSyncTimeout,
+		Notify:        ctrl.Notify,
+		OnChange:      ctrl.OnChange,
+		Log:           log,
+	}
+	// Start every member's caches; stop them all if one fails.
+	errs := make([]error, len(ms))
+	var swg sync.WaitGroup
+	for i, m := range ms {
+		swg.Add(1)
+		go func() {
+			defer swg.Done()
+			errs[i] = m.Start(ctx, hopts)
+		}()
+	}
+	swg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		cancel()
+		return err
+	}
+	ready.Store(true)
+	log.Info("caches synced; reconciling", "members", len(ms), "workers", o.Workers)
+	if o.OnReady != nil {
+		o.OnReady(addr)
+	}
+	for _, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.Watch(ctx, hopts)
+		}()
+	}
+	ctrl.Run(ctx, o.Workers, o.Resync)
+	log.Info("shutting down")
+	return nil
+}
+
+// connect reaches every member in parallel.
+func connect(ctx context.Context, o Options) ([]*members.Member, error) {
+	ms := make([]*members.Member, len(o.Contexts))
+	errs := make([]error, len(o.Contexts))
+	var wg sync.WaitGroup
+	for i, name := range o.Contexts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg, err := members.LoadConfig(o.Kubeconfig, name)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+			defer cancel()
+			ms[i], errs[i] = members.Connect(cctx, cfg, name)
+		}()
+	}
+	wg.Wait()
+	return ms, errors.Join(errs...)
+}
+
+func healthMux(reg *prometheus.Registry, ready *atomic.Bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "caches not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
+}

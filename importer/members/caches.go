@@ -1,0 +1,313 @@
+package members
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// Kind names what an event is about.
+type Kind int
+
+// The kinds of objects the members watch.
+const (
+	KindExport Kind = iota
+	KindImport
+	KindService
+	KindSourceSlice
+	KindMirroredSlice
+	KindNamespace
+)
+
+func (k Kind) String() string {
+	return [...]string{"ServiceExport", "ServiceImport", "Service", "EndpointSlice", "MirroredEndpointSlice", "Namespace"}[k]
+}
+
+// Event says that something about (Namespace, Name) changed in Member.
+// For KindNamespace, Name is empty and Namespace is the namespace.
+type Event struct {
+	Member    *Member
+	Kind      Kind
+	Namespace string
+	Name      string
+}
+
+// indexService indexes slices by "<namespace>/<service>".
+const indexService = "service"
+
+// Caches are one generation of a member's informers. A member that was
+// unreachable for longer than the grace period gets a fresh generation
+// when it returns (a full relist), so nothing stale is ever served again.
+type Caches struct {
+	cancel     context.CancelFunc
+	hasSynced  []cache.InformerSynced
+	exports    cache.Indexer
+	imports    cache.Indexer
+	services   cache.Indexer
+	namespaces cache.Indexer
+	source     cache.Indexer
+	mirrored   cache.Indexer // nil unless the member is importing
+}
+
+// stripManagedFields is the informers' transform: managedFields are large
+// and never read. v1alpha1 MCS objects are converted to v1beta1 so the
+// caches only ever hold v1beta1.
+func transform(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *mcsv1alpha1.ServiceExport:
+		obj = exportToBeta(o)
+	case *mcsv1alpha1.ServiceImport:
+		obj = importToBeta(o)
+	}
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+func sliceIndexer(label string) cache.Indexers {
+	return cache.Indexers{indexService: func(obj any) ([]string, error) {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return nil, nil
+		}
+		if svc := s.Labels[label]; svc != "" {
+			return []string{s.Namespace + "/" + svc}, nil
+		}
+		return nil, nil
+	}}
+}
+
+// startCaches starts a new generation of informers; events go to notify.
+// Call waitSynced before reading.
+func (m *Member) startCaches(parent context.Context, notify func(Event)) (*Caches, error) {
+	ctx, cancel := context.WithCancel(parent)
+	c := &Caches{cancel: cancel}
+	tr := informers.WithTransform(transform)
+	kf := informers.NewSharedInformerFactoryWithOptions(m.Kube, 0, tr)
+	sourceSel := fmt.Sprintf("%s,%s!=%s", discoveryv1.LabelServiceName, mcsapi.LabelManagedBy, mcsapi.ManagedByImporter)
+	sf := informers.NewSharedInformerFactoryWithOptions(m.Kube, 0, tr,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sourceSel }))
+	mf := informers.NewSharedInformerFactoryWithOptions(m.Kube, 0, tr,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = mcsapi.LabelManagedBy + "=" + mcsapi.ManagedByImporter
+		}))
+	xf := mcsinformers.NewSharedInformerFactoryWithOptions(m.MCS, 0, mcsinformers.WithTransform(transform))
+
+	type inf struct {
+		informer cache.SharedIndexInformer
+		kind     Kind
+		dst      *cache.Indexer
+	}
+	var infs []inf
+	if m.ExportVersion == "v1alpha1" {
+		infs = append(infs, inf{xf.Multicluster().V1alpha1().ServiceExports().Informer(), KindExport, &c.exports})
+	} else {
+		infs = append(infs, inf{xf.Multicluster().V1beta1().ServiceExports().Informer(), KindExport, &c.exports})
+	}
+	if m.ImportVersion == "v1alpha1" {
+		infs = append(infs, inf{xf.Multicluster().V1alpha1().ServiceImports().Informer(), KindImport, &c.imports})
+	} else {
+		infs = append(infs, inf{xf.Multicluster().V1beta1().ServiceImports().Informer(), KindImport, &c.imports})
+	}
+	infs = append(infs,
+		inf{kf.Core().V1().Services().Informer(), KindService, &c.services},
+		inf{kf.Core().V1().Namespaces().Informer(), KindNamespace, &c.namespaces},
+	)
+	src := sf.Discovery().V1().EndpointSlices().Informer()
+	if err := src.AddIndexers(sliceIndexer(discoveryv1.LabelServiceName)); err != nil {
+		cancel()
+		return nil, err
+	}
+	infs = append(infs, inf{src, KindSourceSlice, &c.source})
+	if m.Importing {
+		mir := mf.Discovery().V1().EndpointSlices().Informer()
+		if err := mir.AddIndexers(sliceIndexer(mcsapi.LabelServiceName)); err != nil {
+			cancel()
+			return nil, err
+		}
+		infs = append(infs, inf{mir, KindMirroredSlice, &c.mirrored})
+	}
+	for _, i := range infs {
+		*i.dst = i.informer.GetIndexer()
+		if _, err := i.informer.AddEventHandler(handler(m, i.kind, notify)); err != nil {
+			cancel()
+			return nil, err
+		}
+		c.hasSynced = append(c.hasSynced, i.informer.HasSynced)
+	}
+	kf.Start(ctx.Done())
+	sf.Start(ctx.Done())
+	mf.Start(ctx.Done())
+	xf.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		kf.Shutdown()
+		sf.Shutdown()
+		mf.Shutdown()
+		xf.Shutdown()
+	}()
+	return c, nil
+}
+
+// waitSynced waits until every informer has synced, or timeout.
+func (c *Caches) waitSynced(ctx context.Context, timeout time.Duration) bool {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return cache.WaitForCacheSync(ctx.Done(), c.hasSynced...)
+}
+
+// stop stops the informers of this generation.
+func (c *Caches) stop() { c.cancel() }
+
+func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandler {
+	emit := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		a, err := meta.Accessor(obj)
+		if err != nil {
+			return
+		}
+		ev := Event{Member: m, Kind: kind, Namespace: a.GetNamespace(), Name: a.GetName()}
+		switch kind {
+		case KindNamespace:
+			ev.Namespace, ev.Name = a.GetName(), ""
+		case KindSourceSlice:
+			ev.Name = a.GetLabels()[discoveryv1.LabelServiceName]
+		case KindMirroredSlice:
+			ev.Name = a.GetLabels()[mcsapi.LabelServiceName]
+		}
+		if kind != KindNamespace && ev.Name == "" {
+			return
+		}
+		notify(ev)
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: emit,
+		UpdateFunc: func(old, new any) {
+			if o, err := meta.Accessor(old); err == nil {
+				if n, err := meta.Accessor(new); err == nil && o.GetResourceVersion() == n.GetResourceVersion() {
+					return
+				}
+			}
+			// A slice whose service label changed belongs to two keys.
+			if kind == KindSourceSlice || kind == KindMirroredSlice {
+				emit(old)
+			}
+			emit(new)
+		},
+		DeleteFunc: emit,
+	}
+}
+
+func get[T any](idx cache.Indexer, key string) *T {
+	if idx == nil {
+		return nil
+	}
+	obj, ok, err := idx.GetByKey(key)
+	if err != nil || !ok {
+		return nil
+	}
+	t, _ := obj.(*T)
+	return t
+}
+
+// Export returns the ServiceExport namespace/name, or nil.
+func (c *Caches) Export(namespace, name string) *mcsv1beta1.ServiceExport {
+	return get[mcsv1beta1.ServiceExport](c.exports, namespace+"/"+name)
+}
+
+// Import returns the ServiceImport namespace/name (whoever owns it), or nil.
+func (c *Caches) Import(namespace, name string) *mcsv1beta1.ServiceImport {
+	return get[mcsv1beta1.ServiceImport](c.imports, namespace+"/"+name)
+}
+
+// Service returns the Service namespace/name, or nil.
+func (c *Caches) Service(namespace, name string) *corev1.Service {
+	return get[corev1.Service](c.services, namespace+"/"+name)
+}
+
+// NamespaceActive reports whether the namespace exists and is not being
+// deleted (objects cannot be created in a terminating namespace).
+func (c *Caches) NamespaceActive(name string) bool {
+	ns := get[corev1.Namespace](c.namespaces, name)
+	return ns != nil && ns.DeletionTimestamp == nil && ns.Status.Phase != corev1.NamespaceTerminating
+}
+
+func slicesBy(idx cache.Indexer, namespace, svc string) []*discoveryv1.EndpointSlice {
+	if idx == nil {
+		return nil
+	}
+	objs, err := idx.ByIndex(indexService, namespace+"/"+svc)
+	if err != nil {
+		return nil
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// SourceSlices are the EndpointSlices of Service namespace/svc (labelled
+// kubernetes.io/service-name, not made by mcs-importer).
+func (c *Caches) SourceSlices(namespace, svc string) []*discoveryv1.EndpointSlice {
+	return slicesBy(c.source, namespace, svc)
+}
+
+// MirroredSlices are the EndpointSlices mcs-importer made for the import
+// namespace/svc (only on importing members).
+func (c *Caches) MirroredSlices(namespace, svc string) []*discoveryv1.EndpointSlice {
+	return slicesBy(c.mirrored, namespace, svc)
+}
+
+// Keys returns every "namespace/name" this generation knows something
+// about: ServiceExports, ServiceImports mcs-importer owns, and mirrored
+// slices. A full resync reconciles all of them.
+func (c *Caches) Keys() []string {
+	var keys []string
+	keys = append(keys, c.exports.ListKeys()...)
+	for _, o := range c.imports.List() {
+		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && Owned(si) {
+			keys = append(keys, si.Namespace+"/"+si.Name)
+		}
+	}
+	if c.mirrored != nil {
+		keys = append(keys, c.mirrored.ListIndexFuncValues(indexService)...)
+	}
+	return keys
+}
+
+// NamespaceKeys returns the keys in namespace ns this generation knows.
+func (c *Caches) NamespaceKeys(ns string) []string {
+	var keys []string
+	for _, o := range c.exports.List() {
+		if e, ok := o.(*mcsv1beta1.ServiceExport); ok && e.Namespace == ns {
+			keys = append(keys, e.Namespace+"/"+e.Name)
+		}
+	}
+	return keys
+}
+
+// Owned reports whether mcs-importer made obj (it carries our managed-by label).
+func Owned(obj metav1.Object) bool {
+	return obj.GetLabels()[mcsapi.LabelManagedBy] == mcsapi.ManagedByImporter
+}

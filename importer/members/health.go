@@ -1,0 +1,160 @@
+package members
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// State is what the importer knows about a member's API.
+type State int
+
+const (
+	// Up: the API answers; its caches are live and it can be written to.
+	Up State = iota
+	// Unreachable: the API stopped answering less than the grace period
+	// ago. Its last known exports and endpoints stay served; nothing is
+	// written to it.
+	Unreachable
+	// Down: unreachable for longer than the grace period. Its exports are
+	// withdrawn and its caches dropped; when it answers again a fresh
+	// full list is taken before it counts again.
+	Down
+)
+
+func (s State) String() string { return [...]string{"up", "unreachable", "down"}[s] }
+
+type health struct {
+	mu     sync.Mutex
+	state  State
+	since  time.Time
+	caches *Caches
+}
+
+// HealthOptions configure Start and Watch.
+type HealthOptions struct {
+	// ProbeInterval is how often the API is probed (GET /readyz).
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds one probe.
+	ProbeTimeout time.Duration
+	// Grace is how long an unreachable member's last known state stays served.
+	Grace time.Duration
+	// SyncTimeout bounds the wait for a fresh cache generation to sync.
+	SyncTimeout time.Duration
+	// Notify receives every informer event.
+	Notify func(Event)
+	// OnChange is called after every state change. When the member goes
+	// Down, dropped is the cache generation being discarded (still
+	// readable during the call), so the caller can find the keys that
+	// need reconciling.
+	OnChange func(m *Member, state State, dropped *Caches)
+	Log      *slog.Logger
+}
+
+// Start starts the member's first cache generation and waits for it to sync.
+func (m *Member) Start(ctx context.Context, o HealthOptions) error {
+	c, err := m.startCaches(ctx, o.Notify)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", m.ID, err)
+	}
+	if !c.waitSynced(ctx, o.SyncTimeout) {
+		c.stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("cluster %s (context %q): caches did not sync within %s", m.ID, m.Context, o.SyncTimeout)
+	}
+	m.health.mu.Lock()
+	m.health.caches, m.health.state = c, Up
+	m.health.mu.Unlock()
+	return nil
+}
+
+// Caches returns the member's current cache generation, nil while Down.
+func (m *Member) Caches() *Caches {
+	m.health.mu.Lock()
+	defer m.health.mu.Unlock()
+	return m.health.caches
+}
+
+// State returns the member's state.
+func (m *Member) State() State {
+	m.health.mu.Lock()
+	defer m.health.mu.Unlock()
+	return m.health.state
+}
+
+// Probe asks the member's API whether it is ready.
+func (m *Member) Probe(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return m.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+}
+
+// Watch probes the member until ctx is done, moving it between Up,
+// Unreachable and Down. It stops the member's caches when it returns.
+func (m *Member) Watch(ctx context.Context, o HealthOptions) {
+	log := o.Log.With("cluster", m.ID)
+	t := time.NewTicker(o.ProbeInterval)
+	defer t.Stop()
+	defer func() {
+		if c := m.Caches(); c != nil {
+			c.stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := m.Probe(ctx, o.ProbeTimeout)
+		if ctx.Err() != nil {
+			return
+		}
+		m.health.mu.Lock()
+		state, since := m.health.state, m.health.since
+		m.health.mu.Unlock()
+		switch {
+		case err != nil && state == Up:
+			log.Warn("member cluster API unreachable; serving its last known state for the grace period", "grace", o.Grace, "err", err)
+			m.setState(Unreachable, time.Now(), nil)
+			o.OnChange(m, Unreachable, nil)
+		case err != nil && state == Unreachable && time.Since(since) >= o.Grace:
+			log.Warn("member cluster API unreachable for longer than the grace period; withdrawing its exports", "grace", o.Grace, "err", err)
+			dropped := m.Caches()
+			m.setState(Down, since, nil)
+			o.OnChange(m, Down, dropped)
+			if dropped != nil {
+				dropped.stop()
+			}
+		case err == nil && state == Unreachable:
+			log.Info("member cluster API reachable again within the grace period")
+			m.setState(Up, time.Time{}, m.Caches())
+			o.OnChange(m, Up, nil)
+		case err == nil && state == Down:
+			log.Info("member cluster API reachable again; relisting")
+			c, err := m.startCaches(ctx, o.Notify)
+			if err != nil {
+				log.Error("starting caches", "err", err)
+				continue
+			}
+			if !c.waitSynced(ctx, o.SyncTimeout) {
+				c.stop()
+				log.Warn("caches did not sync; will retry", "timeout", o.SyncTimeout)
+				continue
+			}
+			m.setState(Up, time.Time{}, c)
+			log.Info("member cluster back; full resync")
+			o.OnChange(m, Up, nil)
+		}
+	}
+}
+
+func (m *Member) setState(s State, since time.Time, c *Caches) {
+	m.health.mu.Lock()
+	defer m.health.mu.Unlock()
+	m.health.state, m.health.since, m.health.caches = s, since, c
+}

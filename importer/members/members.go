@@ -1,0 +1,166 @@
+// Package members connects mcs-importer to its member clusters: one set of
+// clients per kubeconfig context, cluster-ID discovery (About API
+// ClusterProperty, else the context name), the served MCS API version,
+// shared informers whose caches the reconcile reads, and a health probe
+// that tells the controller when a member's API goes away and comes back.
+package members
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// Member is one member cluster.
+type Member struct {
+	// Context is the kubeconfig context the member was reached through.
+	Context string
+	// ID is the cluster ID (ClusterProperty cluster.clusterset.k8s.io, else
+	// the context name).
+	ID string
+	// IDSource says where ID came from ("ClusterProperty" or "context").
+	IDSource string
+	// Importing is true when the importer writes imports into this member.
+	Importing bool
+	// ExportVersion and ImportVersion are the served MCS API versions.
+	ExportVersion, ImportVersion string
+
+	Config  *rest.Config
+	Kube    kubernetes.Interface
+	MCS     mcsclient.Interface
+	Dynamic dynamic.Interface
+
+	health health
+}
+
+// LoadConfig reads one context of a kubeconfig file (the default loading
+// rules when path is empty).
+func LoadConfig(path, contextName string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: contextName}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig context %q: %w", contextName, err)
+	}
+	return cfg, nil
+}
+
+// Connect builds the clients of the member reached through contextName
+// and asks it for its cluster ID and served MCS API versions.
+func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	cfg.UserAgent = "mcs-importer"
+	m := &Member{Context: contextName, Config: cfg}
+	var err error
+	if m.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("context %q: %w", contextName, err)
+	}
+	if m.MCS, err = mcsclient.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("context %q: %w", contextName, err)
+	}
+	if m.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("context %q: %w", contextName, err)
+	}
+	if m.ID, m.IDSource, err = ClusterID(ctx, m.Dynamic, contextName); err != nil {
+		return nil, fmt.Errorf("context %q: %w", contextName, err)
+	}
+	// Discovery takes no context: bound it by the context's deadline.
+	dcfg := rest.CopyConfig(cfg)
+	if dl, ok := ctx.Deadline(); ok {
+		dcfg.Timeout = time.Until(dl)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(dcfg)
+	if err != nil {
+		return nil, fmt.Errorf("context %q: %w", contextName, err)
+	}
+	gvr, err := mcsapi.ServedVersion(dc, mcsapi.ServiceExports)
+	if err != nil {
+		return nil, fmt.Errorf("context %q: %w", contextName, err)
+	}
+	m.ExportVersion = gvr.Version
+	if gvr, err = mcsapi.ServedVersion(dc, mcsapi.ServiceImports); err != nil {
+		return nil, fmt.Errorf("context %q: %w", contextName, err)
+	}
+	m.ImportVersion = gvr.Version
+	return m, nil
+}
+
+// ClusterID reads the About API ClusterProperty cluster.clusterset.k8s.io
+// with the dynamic client. When the property (or the About API) is absent
+// the ID is fallback (the context name).
+func ClusterID(ctx context.Context, dyn dynamic.Interface, fallback string) (id, source string, err error) {
+	obj, err := dyn.Resource(mcsapi.ClusterPropertyGVR).Get(ctx, mcsapi.ClusterIDProperty, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// No such property, or no About API at all: both are NotFound.
+		return fallback, "context", nil
+	case err != nil:
+		return "", "", fmt.Errorf("reading ClusterProperty %s: %w", mcsapi.ClusterIDProperty, err)
+	}
+	v, _, _ := unstructuredString(obj.Object, "spec", "value")
+	if v == "" {
+		return "", "", fmt.Errorf("ClusterProperty %s has no spec.value", mcsapi.ClusterIDProperty)
+	}
+	return v, "ClusterProperty", nil
+}
+
+func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {
+	var cur any = obj
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return "", false, nil
+		}
+		cur = m[p]
+	}
+	s, ok := cur.(string)
+	return s, ok, nil
+}
+
+// ValidateID checks that a cluster ID can appear in DNS names: a DNS-1123
+// subdomain (lower-case labels of at most 63 characters, at most 253 in
+// all).
+func ValidateID(id string) error {
+	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
+		return fmt.Errorf("cluster ID %q is not valid (it appears in DNS names, so it must be a DNS-1123 subdomain): %s", id, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// ValidateIDs checks every member's ID and that no two members share one.
+func ValidateIDs(ms []*Member) error {
+	var errs []error
+	seen := map[string]string{}
+	for _, m := range ms {
+		if err := ValidateID(m.ID); err != nil {
+			errs = append(errs, fmt.Errorf("context %q: %w", m.Context, err))
+			continue
+		}
+		if other, dup := seen[m.ID]; dup {
+			errs = append(errs, fmt.Errorf("contexts %q and %q have the same cluster ID %q: cluster IDs must be distinct", other, m.Context, m.ID))
+			continue
+		}
+		seen[m.ID] = m.Context
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,50 @@
+// Package vip is the seam through which mcs-importer gives ClusterSetIP
+// imports their VIPs (the import's spec.ips). The reconcile calls the
+// Provider for every ClusterSetIP import it writes into an importing
+// cluster, and Release after it deletes one. This issue ships only None;
+// the derived-Service and clusterset-CIDR models plug in here.
+package vip
+
+import (
+	"context"
+
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Assignment is what a Provider adds to an import in one importing cluster.
+type Assignment struct {
+	// IPs become the import's spec.ips (same order as spec.ipFamilies).
+	IPs []string
+	// Annotations are added to the import's annotations (for example
+	// multicluster.kubernetes.io/derived-service).
+	Annotations map[string]string
+	// SliceLabels are added to every mirrored EndpointSlice of the import
+	// in that cluster (for example kubernetes.io/service-name=<derived>).
+	SliceLabels map[string]string
+}
+
+// Provider assigns VIPs. Implementations keep their state in the member
+// clusters' API servers, so that restarts and racing importers agree.
+type Provider interface {
+	// Assign returns the assignment for the desired import (spec and
+	// metadata computed, no ips) in the importing cluster clusterID.
+	// It is called on every reconcile and must be idempotent and cheap
+	// when nothing changes.
+	Assign(ctx context.Context, clusterID string, desired *mcsv1beta1.ServiceImport) (Assignment, error)
+	// Release is called after the import namespace/name was deleted from
+	// clusterID (or must not exist there).
+	Release(ctx context.Context, clusterID, namespace, name string) error
+}
+
+// None assigns nothing: ClusterSetIP imports carry no ips.
+type None struct{}
+
+// Assign implements Provider.
+func (None) Assign(context.Context, string, *mcsv1beta1.ServiceImport) (Assignment, error) {
+	return Assignment{}, nil
+}
+
+// Release implements Provider.
+func (None) Release(context.Context, string, string, string) error { return nil }
+
+var _ Provider = None{}
