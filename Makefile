@@ -40,8 +40,9 @@ test-short: ## Only the pure unit tests (no API servers)
 
 .PHONY: bench
 bench: tools build ## Benchmarks: go test -bench for the query path and index updates
-	@mkdir -p .bench
-	$(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee .bench/go-bench.txt
+	@mkdir -p .bench/bin
+	$(GO) build -o .bench/bin/bench ./hack/bench
+	.bench/bin/bench -out .bench -go-bench ./plugin/... $(BENCH_FLAGS)
 
 .PHONY: demo
 demo: tools build ## Three local member clusters, mcs-importer, our CoreDNS per cluster, and dig answers (Ctrl-C stops)

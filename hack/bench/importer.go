@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/test/cluster"
+)
+
+// ImporterResult is the importer part of the bench.
+type ImporterResult struct {
+	NotDone            string           `json:"not_done,omitempty"`
+	Exporter           string           `json:"exporter"`
+	Importers          []string         `json:"importers"`
+	Exports            int              `json:"exports"`
+	P50Ms              float64          `json:"p50_ms"`
+	P99Ms              float64          `json:"p99_ms"`
+	MaxMs              float64          `json:"max_ms"`
+	AllSeconds         float64          `json:"all_answered_seconds"`
+	Unanswered         int              `json:"unanswered"`
+	SteadySeconds      float64          `json:"steady_seconds"`
+	SteadyWrites       int64            `json:"steady_writes"`
+	SteadyWritesPerSec float64          `json:"steady_writes_per_sec"`
+	WritesCounted      string           `json:"writes_counted"`
+	WriteBreakdown     map[string]int64 `json:"write_breakdown,omitempty"`
+	RSS                int64            `json:"rss_bytes"`
+	HWM                int64            `json:"hwm_bytes"`
+	Detail             string           `json:"detail,omitempty"`
+}
+
+const impNS = "bench-imports"
+
+// importerPhase: three member clusters, mcs-importer over all three, our
+// CoreDNS (mcs) for two of them; 1,000 new exports in the first; the time
+// from each export's acknowledgement to its name being answered by both
+// other clusters' CoreDNS; then the writes every API server receives at
+// steady state, and the importer's RSS.
+func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) error {
+	res := &ImporterResult{}
+	b.Results.Importer = res
+	if b.Importer == "" {
+		res.NotDone = fmt.Sprintf("%s is not built (cmd/mcs-importer has not landed)", b.Opt.Importer)
+		logf("importer: %s", res.NotDone)
+		return nil
+	}
+	if _, gone := b.Results.Unavailable["a"]; gone {
+		res.NotDone = "the mcs plugin is not available, so no CoreDNS can answer the imports"
+		return nil
+	}
+	names := []string{"east", "west", "north"}
+	res.Exporter, res.Importers = names[0], names[1:]
+	t0 := time.Now()
+	var specs []cluster.Spec
+	for _, n := range names {
+		specs = append(specs, cluster.Spec{Name: n, ClusterID: n})
+	}
+	set, err := cluster.StartClusters(specs...)
+	if set != nil {
+		register(set)
+	}
+	if err != nil {
+		return fmt.Errorf("starting member clusters: %w", err)
+	}
+	kc := filepath.Join(b.Out, "run", "kubeconfig.importer")
+	if err := set.WriteKubeconfig(kc); err != nil {
+		return err
+	}
+	logf("importer: %d member clusters up in %s", len(names), time.Since(t0).Round(time.Millisecond))
+	metricsPort, err := FreePort()
+	if err != nil {
+		return err
+	}
+	imp, err := procs.Start("mcs-importer", filepath.Join(b.Out, "logs", "mcs-importer.log"), b.Importer,
+		"--kubeconfig", kc, "--contexts", strings.Join(names, ","), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort))
+	if err != nil {
+		return err
+	}
+	defer procs.Stop(imp)
+	servers := map[string]*Server{}
+	for _, n := range res.Importers {
+		srv, err := b.startServerFor("a", "importer-"+n, kc, n)
+		if err != nil {
+			return err
+		}
+		defer b.StopServer(srv)
+		servers[n] = srv
+	}
+	for n, srv := range servers {
+		if err := waitAnyAnswer(ctx, srv, 30*time.Second); err != nil {
+			return fmt.Errorf("CoreDNS for %s: %w", n, err)
+		}
+	}
+	if imp.Exited() {
+		return fmt.Errorf("mcs-importer exited: %s", lastLines(imp.Log(), 3))
+	}
+
+	exp := set.Get(names[0])
+	loader, err := NewLoader(exp.Config, b.Opt.Workers)
+	if err != nil {
+		return err
+	}
+	for _, c := range set.Clusters {
+		_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: impNS}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	n := b.Opt.Exports
+	svcName := func(i int) string { return fmt.Sprintf("exp-%04d", i) }
+	// The Services and their endpoints exist first (not timed): exporting is the event.
+	var jobs []func(context.Context) error
+	for i := range n {
+		jobs = append(jobs, func(ctx context.Context) error {
+			_, err := loader.Kube.CoreV1().Services(impNS).Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: svcName(i)},
+				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: portName, Port: cipPort, Protocol: corev1.ProtocolTCP}}},
+			}, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			_, err = loader.Kube.DiscoveryV1().EndpointSlices(impNS).Create(ctx, &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: svcName(i) + "-1", Labels: map[string]string{
+					discoveryv1.LabelServiceName: svcName(i), discoveryv1.LabelManagedBy: "bench.mcs-dns.io"}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+				Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addrAdd(mustAddr("10.200.0.0"), uint32(i+1)).String()},
+					Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+			}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	if err := runParallel(ctx, b.Opt.Workers, jobs); err != nil {
+		return fmt.Errorf("creating services: %w", err)
+	}
+	logf("importer: %d Services with endpoints in %s; exporting them", n, names[0])
+
+	// Export them all, in parallel, recording each acknowledgement; poll
+	// both importing clusters' CoreDNS meanwhile.
+	acked := make([]time.Time, n)
+	answered := map[string][]time.Time{}
+	for _, c := range res.Importers {
+		answered[c] = make([]time.Time, n)
+	}
+	var mu sync.Mutex
+	start := time.Now()
+	jobs = jobs[:0]
+	for i := range n {
+		jobs = append(jobs, func(ctx context.Context) error {
+			_, err := loader.MCS.MulticlusterV1beta1().ServiceExports(impNS).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: svcName(i)}}, metav1.CreateOptions{})
+			if err == nil {
+				mu.Lock()
+				acked[i] = time.Now()
+				mu.Unlock()
+			}
+			return err
+		})
+	}
+	createErr := make(chan error, 1)
+	go func() { createErr <- runParallel(ctx, 32, jobs) }()
+	pollCtx, stopPoll := context.WithTimeout(ctx, 2*time.Minute)
+	defer stopPoll()
+	created := false
+	for pollCtx.Err() == nil {
+		if !created {
+			select {
+			case err := <-createErr:
+				if err != nil {
+					return fmt.Errorf("creating exports: %w", err)
+				}
+				created = true
+				logf("importer: %d exports acknowledged in %s", n, time.Since(start).Round(time.Millisecond))
+			default:
+			}
+		}
+		type job struct {
+			c string
+			i int
+		}
+		var todo []job
+		mu.Lock()
+		for c, ts := range answered {
+			for i := range n {
+				if ts[i].IsZero() && !acked[i].IsZero() {
+					todo = append(todo, job{c, i})
+				}
+			}
+		}
+		mu.Unlock()
+		if created && len(todo) == 0 {
+			break
+		}
+		ch := make(chan job)
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cl := &dns.Client{Net: "udp", Timeout: 200 * time.Millisecond, UDPSize: 4096}
+				for j := range ch {
+					name := svcName(j.i) + "." + impNS + ".svc." + Zone
+					r, _, err := cl.Exchange(newMsg(name, dns.TypeA), servers[j.c].Addr())
+					if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0 {
+						now := time.Now()
+						mu.Lock()
+						answered[j.c][j.i] = now
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		for _, j := range todo {
+			ch <- j
+		}
+		close(ch)
+		wg.Wait()
+		_ = waitCtx(pollCtx, 2*time.Millisecond)
+	}
+	var lat []time.Duration
+	var last time.Time
+	for i := range n {
+		var worst time.Time
+		ok := !acked[i].IsZero()
+		for _, c := range res.Importers {
+			t := answered[c][i]
+			if t.IsZero() {
+				ok = false
+				break
+			}
+			if t.After(worst) {
+				worst = t
+			}
+		}
+		if !ok {
+			res.Unanswered++
+			continue
+		}
+		lat = append(lat, worst.Sub(acked[i]))
+		if worst.After(last) {
+			last = worst
+		}
+	}
+	res.Exports = n
+	res.P50Ms, res.P99Ms, res.MaxMs = ms(percentileDur(lat, 0.5)), ms(percentileDur(lat, 0.99)), ms(percentileDur(lat, 1))
+	if !last.IsZero() {
+		res.AllSeconds = last.Sub(start).Seconds()
+	}
+	res.Detail = "Latency per export: from its create being acknowledged to both other clusters' CoreDNS answering its A record; every pending name is re-asked in a loop (resolution: one sweep of the pending names, a few ms to ~100 ms)."
+	logf("importer: export-to-answer p50 %.0f ms p99 %.0f ms max %.0f ms; all answered after %.2f s; %d unanswered", res.P50Ms, res.P99Ms, res.MaxMs, res.AllSeconds, res.Unanswered)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+
+	// Steady state: let it settle, then count the writes each API server
+	// receives over a window.
+	_ = waitCtx(ctx, 5*time.Second)
+	before, err := writeCounts(ctx, set)
+	if err != nil {
+		return fmt.Errorf("reading API server metrics: %w", err)
+	}
+	t1 := time.Now()
+	if err := waitCtx(ctx, b.Opt.Steady); err != nil {
+		return err
+	}
+	after, err := writeCounts(ctx, set)
+	if err != nil {
+		return fmt.Errorf("reading API server metrics: %w", err)
+	}
+	res.SteadySeconds = time.Since(t1).Seconds()
+	res.WriteBreakdown = map[string]int64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			res.WriteBreakdown[k] = d
+			if !strings.Contains(k, "/leases") {
+				res.SteadyWrites += d
+			}
+		}
+	}
+	res.SteadyWritesPerSec = float64(res.SteadyWrites) / res.SteadySeconds
+	res.WritesCounted = "apiserver_request_total POST/PUT/PATCH/DELETE on all 3 API servers, leases excluded"
+	if rss, hwm, err := RSS(imp.Cmd.Process.Pid); err == nil {
+		res.RSS, res.HWM = rss, hwm
+	}
+	var bd []string
+	for k, v := range res.WriteBreakdown {
+		bd = append(bd, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(bd)
+	if len(bd) > 0 {
+		res.Detail += " Writes in the steady window: " + strings.Join(bd, ", ") + "."
+	}
+	logf("importer: steady state %d writes in %.0f s (%v); RSS %.1f MiB", res.SteadyWrites, res.SteadySeconds, bd, mib(res.RSS))
+	if imp.Exited() {
+		return fmt.Errorf("mcs-importer exited: %s", lastLines(imp.Log(), 3))
+	}
+	return nil
+}
+
+// writeCounts sums apiserver_request_total of the write verbs per
+// cluster/resource.
+func writeCounts(ctx context.Context, set *cluster.Set) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, c := range set.Clusters {
+		raw, err := c.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(bytes.NewReader(raw))
+		sc.Buffer(make([]byte, 1<<16), 1<<22)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "apiserver_request_total{") {
+				continue
+			}
+			labels := line[len("apiserver_request_total{"):strings.LastIndexByte(line, '}')]
+			verb, resource, sub := label(labels, "verb"), label(labels, "resource"), label(labels, "subresource")
+			switch verb {
+			case "POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE", "DELETECOLLECTION":
+			default:
+				continue
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndexByte(line, '}')+1:]), 64)
+			if err != nil {
+				continue
+			}
+			key := c.Name + "/" + resource
+			if sub != "" {
+				key += "/" + sub
+			}
+			out[key] += int64(v)
+		}
+	}
+	return out, nil
+}
+
+func label(labels, name string) string {
+	i := strings.Index(labels, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := labels[i+len(name)+2:]
+	j := strings.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return rest[:j]
+}
+
+// startServerFor starts server id for the given kubeconfig and context.
+func (b *Bench) startServerFor(id, tag, kubeconfig, context string) (*Server, error) {
+	saved, savedCtx := b.Kubeconfig, b.Context
+	b.Kubeconfig, b.Context = kubeconfig, context
+	defer func() { b.Kubeconfig, b.Context = saved, savedCtx }()
+	return b.StartServer(id, tag)
+}
+
+func waitAnyAnswer(ctx context.Context, s *Server, timeout time.Duration) error {
+	ask := NewAsker(s.Addr(), 200*time.Millisecond)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if s.Proc.Exited() {
+			return fmt.Errorf("exited: %s", lastLines(s.Proc.Log(), 3))
+		}
+		if _, err := ask.Exchange("dns-version."+Zone, dns.TypeTXT); err == nil {
+			return nil
+		}
+		if err := waitCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("no answer after %s", timeout)
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -1,0 +1,278 @@
+// Command bench is `make bench`: it starts one real API server, loads the
+// scale fixture, serves the same data with three configurations of our
+// CoreDNS build — (a) mcs, (b) the in-tree kubernetes plugin's multicluster
+// option (the peer), (c) whoami (the ceiling) — and drives each with
+// dnsperf over loopback, alternating a, b, c within every round. It also
+// measures RSS and start-up at 1x and 10x, DNS programming latency,
+// mcs-importer (when built), and runs the plugin's go test benchmarks. It
+// prints a table at the end and writes it, with the raw results as JSON,
+// under the output folder. Targets are shown next to the numbers; nothing
+// is asserted.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mcs-dns/mcs-dns/test/cluster"
+)
+
+// Options are the flags; every size is one.
+type Options struct {
+	Sizes          Sizes
+	Scale          int
+	Rounds         int
+	Duration       time.Duration
+	MixLines       int
+	Updates        int
+	Out            string
+	CoreDNS        string
+	Importer       string
+	DNSPerfArgs    string
+	StartupTimeout time.Duration
+	Settle         time.Duration
+	GoBench        string
+	Exports        int
+	Steady         time.Duration
+	Profile        bool
+	Workers        int
+	Only           string
+	Skip           string
+}
+
+func (o Options) phase(name string) bool {
+	in := func(list string) bool {
+		return slices.Contains(strings.Split(list, ","), name)
+	}
+	if o.Only != "" {
+		return in(o.Only)
+	}
+	return !in(o.Skip)
+}
+
+// Phases, in the order they run.
+const (
+	PhasePerf     = "perf"
+	PhaseProgLat  = "proglat"
+	PhaseStartup  = "startup"
+	Phase10x      = "10x"
+	PhaseImporter = "importer"
+	PhaseGoBench  = "gobench"
+)
+
+func main() {
+	var o Options
+	flag.IntVar(&o.Sizes.Imports, "imports", 2000, "ClusterSetIP ServiceImports")
+	flag.IntVar(&o.Sizes.Headless, "headless", 200, "headless ServiceImports")
+	flag.IntVar(&o.Sizes.Endpoints, "endpoints", 25, "ready endpoints per headless import per source cluster")
+	flag.IntVar(&o.Sizes.Clusters, "clusters", 2, "source clusters of every headless import (cluster IDs east, west, north, ...)")
+	flag.IntVar(&o.Sizes.Namespaces, "namespaces", 10, "namespaces the imports spread over")
+	flag.IntVar(&o.Sizes.SliceMax, "slice-size", 100, "endpoints per EndpointSlice at most")
+	flag.IntVar(&o.Scale, "scale", 10, "factor of the large run (memory and start-up); <= 1 skips it")
+	flag.IntVar(&o.Rounds, "rounds", 3, "rounds of a, b, c per query kind (medians are reported); also start-up repeats")
+	flag.DurationVar(&o.Duration, "duration", 5*time.Second, "dnsperf run length (whole seconds)")
+	flag.IntVar(&o.MixLines, "mix-lines", 20000, "lines of the mixed query file")
+	flag.IntVar(&o.Updates, "updates", 100, "EndpointSlice updates for the programming latency")
+	flag.StringVar(&o.Out, "out", ".bench", "output folder (results, logs, profiles)")
+	flag.StringVar(&o.CoreDNS, "coredns", "bin/coredns", "our CoreDNS binary")
+	flag.StringVar(&o.Importer, "importer", "bin/mcs-importer", "the mcs-importer binary (the importer part is skipped if missing)")
+	flag.StringVar(&o.DNSPerfArgs, "dnsperf-args", "-c 2 -q 200", "extra dnsperf arguments")
+	flag.DurationVar(&o.StartupTimeout, "startup-timeout", 3*time.Minute, "how long a server may take to answer every sample name")
+	flag.DurationVar(&o.Settle, "settle", 2*time.Second, "wait after sync before reading RSS")
+	flag.StringVar(&o.GoBench, "go-bench", "./plugin/...", "packages for go test -bench (empty: skip)")
+	flag.IntVar(&o.Exports, "exports", 1000, "importer: new ServiceExports in one cluster")
+	flag.DurationVar(&o.Steady, "steady", 20*time.Second, "importer: steady-state window for counting writes")
+	flag.BoolVar(&o.Profile, "profile", true, "take CPU and heap profiles of a and b under the mix")
+	flag.IntVar(&o.Workers, "workers", 48, "parallel creates when loading fixtures")
+	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,startup,10x,importer,gobench")
+	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
+	flag.Parse()
+
+	os.Exit(run(o))
+}
+
+func run(o Options) int {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	var sets []*cluster.Set
+	cleanup := func() {
+		procs.StopAll()
+		for _, s := range sets {
+			s.Stop()
+		}
+	}
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "\nbench: %v: stopping every process it started\n", sig)
+		cancel(fmt.Errorf("interrupted by %v", sig))
+		// A second signal, or a phase that does not return, must not
+		// leave processes behind.
+		select {
+		case <-sigs:
+		case <-time.After(20 * time.Second):
+		}
+		cleanup()
+		os.Exit(130)
+	}()
+	defer cleanup()
+
+	b, err := prepare(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	res := b.Results
+	logf("results go to %s", o.Out)
+
+	s1 := o.Sizes
+	// Phase 1: one API server with the 1x fixture.
+	t0 := time.Now()
+	set, err := cluster.StartClusters(cluster.Spec{Name: "bench"})
+	if set != nil {
+		sets = append(sets, set)
+	}
+	if err != nil {
+		return b.fail(fmt.Errorf("starting the API server: %w", err))
+	}
+	b.Kubeconfig = filepath.Join(o.Out, "run", "kubeconfig")
+	b.Context = "bench"
+	if err := set.WriteKubeconfig(b.Kubeconfig); err != nil {
+		return b.fail(err)
+	}
+	logf("API server up in %s", time.Since(t0).Round(time.Millisecond))
+	loader, err := NewLoader(set.Clusters[0].Config, o.Workers)
+	if err != nil {
+		return b.fail(err)
+	}
+	t0 = time.Now()
+	n, err := loader.Load(ctx, Sizes{}, s1)
+	if err != nil {
+		return b.fail(fmt.Errorf("loading the 1x fixture: %w", err))
+	}
+	res.Fixture = append(res.Fixture, FixtureLoad{Scale: 1, Sizes: s1, Objects: n, Endpoints: s1.TotalEndpoints(), Slices: s1.TotalSlices(), Seconds: time.Since(t0).Seconds()})
+	logf("1x fixture: %d objects (%d endpoints in %d slices) in %s", n, s1.TotalEndpoints(), s1.TotalSlices(), time.Since(t0).Round(time.Millisecond))
+
+	if o.phase(PhasePerf) || o.phase(PhaseProgLat) {
+		if err := b.servePhase(ctx, loader, s1); err != nil {
+			b.note("serving phase: %v", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return b.fail(context.Cause(ctx))
+	}
+	if o.phase(PhaseStartup) {
+		b.startupPhase(ctx, "1x", s1)
+	}
+	if o.Scale > 1 && o.phase(Phase10x) {
+		s10 := s1.Scaled(o.Scale)
+		t0 = time.Now()
+		n, err := loader.Load(ctx, s1, s10)
+		if err != nil {
+			b.note("loading the %dx fixture: %v", o.Scale, err)
+		} else {
+			res.Fixture = append(res.Fixture, FixtureLoad{Scale: o.Scale, Sizes: s10, Objects: n, Endpoints: s10.TotalEndpoints(), Slices: s10.TotalSlices(), Seconds: time.Since(t0).Seconds()})
+			logf("%dx fixture: %d more objects (%d endpoints in %d slices in all) in %s", o.Scale, n, s10.TotalEndpoints(), s10.TotalSlices(), time.Since(t0).Round(time.Millisecond))
+			b.startupPhase(ctx, fmt.Sprintf("%dx", o.Scale), s10)
+		}
+	}
+	set.Stop()
+	sets = nil
+	if ctx.Err() != nil {
+		return b.fail(context.Cause(ctx))
+	}
+	if o.phase(PhaseImporter) {
+		if err := b.importerPhase(ctx, func(s *cluster.Set) { sets = append(sets, s) }); err != nil {
+			b.note("importer: %v", err)
+			if res.Importer == nil {
+				res.Importer = &ImporterResult{}
+			}
+			if res.Importer.NotDone == "" {
+				res.Importer.NotDone = err.Error()
+			}
+		}
+		for _, s := range sets {
+			s.Stop()
+		}
+		sets = nil
+	}
+	if ctx.Err() != nil {
+		return b.fail(context.Cause(ctx))
+	}
+	if o.GoBench != "" && o.phase(PhaseGoBench) {
+		b.goBenchPhase(ctx)
+	}
+	return b.finish()
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func (b *Bench) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	logf("NOTE: %s", msg)
+	b.Results.Notes = append(b.Results.Notes, msg)
+}
+
+func (b *Bench) fail(err error) int {
+	b.note("aborted: %v", err)
+	b.finish()
+	return 1
+}
+
+// prepare makes the output folders and copies the binaries under the
+// output folder: a concurrent `make test`/`make reap` matches processes
+// by the paths bin/ and .cache/k8s/, and must not stop the bench's.
+func prepare(o Options) (*Bench, error) {
+	out, err := filepath.Abs(o.Out)
+	if err != nil {
+		return nil, err
+	}
+	o.Out = out
+	for _, d := range []string{"run", "logs", "profiles", "bin/k8s"} {
+		if err := os.MkdirAll(filepath.Join(out, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	binDir := filepath.Join(out, "bin")
+	reapLeftovers(binDir)
+	b := &Bench{Opt: o, Out: out, Results: newResults(o), goodKinds: map[string]map[Kind]bool{}}
+	b.CoreDNS = filepath.Join(binDir, "coredns")
+	if err := linkOrCopy(o.CoreDNS, b.CoreDNS, false); err != nil {
+		return nil, fmt.Errorf("our CoreDNS (%s): %w (run `make build`)", o.CoreDNS, err)
+	}
+	if v, err := exec.Command(b.CoreDNS, "-version").CombinedOutput(); err == nil {
+		b.Results.Machine.CoreDNS = strings.TrimSpace(strings.SplitN(string(v), "\n", 2)[0])
+	}
+	if _, err := os.Stat(o.Importer); err == nil {
+		b.Importer = filepath.Join(binDir, "mcs-importer")
+		if err := linkOrCopy(o.Importer, b.Importer, false); err != nil {
+			return nil, err
+		}
+	}
+	assets, err := cluster.AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if err := linkOrCopy(filepath.Join(assets, bin), filepath.Join(binDir, "k8s", bin), true); err != nil {
+			return nil, err
+		}
+	}
+	os.Setenv("MCS_DNS_K8S_ASSETS", filepath.Join(binDir, "k8s"))
+	if _, err := exec.LookPath("dnsperf"); err != nil {
+		return nil, fmt.Errorf("dnsperf not found: run `make tools`")
+	}
+	return b, nil
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Results is everything measured; results.json is this.
+type Results struct {
+	Started      time.Time                      `json:"started"`
+	Seconds      float64                        `json:"seconds"`
+	Command      string                         `json:"command"`
+	Machine      Machine                        `json:"machine"`
+	Options      Options                        `json:"options"`
+	Fixture      []FixtureLoad                  `json:"fixture"`
+	Unavailable  map[string]string              `json:"unavailable"`
+	Correctness  map[string]map[Kind]*KindCheck `json:"correctness"`
+	Perf         []PerfRun                      `json:"perf_runs"`
+	Summary      map[string]map[Kind]*PerfSum   `json:"perf_summary"`
+	ProgLat      map[string]*ProgLat            `json:"programming_latency"`
+	Startup      map[string]map[string]*Startup `json:"startup"` // size -> server
+	RSSAfterLoad map[string][2]int64            `json:"rss_after_load"`
+	Profiles     map[string][]string            `json:"profiles"`
+	Importer     *ImporterResult                `json:"importer,omitempty"`
+	GoBench      GoBench                        `json:"go_bench"`
+	Targets      []Target                       `json:"targets"`
+	Notes        []string                       `json:"notes"`
+}
+
+type Machine struct {
+	CPU      string `json:"cpu"`
+	Cores    int    `json:"cores"`
+	MemTotal string `json:"mem_total"`
+	Kernel   string `json:"kernel"`
+	Go       string `json:"go"`
+	DNSPerf  string `json:"dnsperf"`
+	CoreDNS  string `json:"coredns"`
+}
+
+type FixtureLoad struct {
+	Scale     int     `json:"scale"`
+	Sizes     Sizes   `json:"sizes"`
+	Objects   int     `json:"objects_created"`
+	Endpoints int     `json:"endpoints"`
+	Slices    int     `json:"endpointslices"`
+	Seconds   float64 `json:"seconds"`
+}
+
+type KindCheck struct {
+	OK         int    `json:"ok"`
+	Total      int    `json:"total"`
+	FirstError string `json:"first_error,omitempty"`
+	TC         int    `json:"truncated_at_4096"`
+	MaxSize    int    `json:"max_udp_size"`
+	MaxAnswers int    `json:"max_answers"`
+	MaxExtra   int    `json:"max_additional"`
+	NegSOA     int    `json:"nxdomain_with_soa,omitempty"`
+}
+
+type PerfSum struct {
+	QPS    float64 `json:"qps"`
+	MeanMs float64 `json:"mean_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	Runs   int     `json:"runs"`
+	Lost   int64   `json:"lost"`
+}
+
+type Startup struct {
+	StartMs []float64 `json:"start_ms"`
+	RSS     []int64   `json:"rss_bytes"`
+	HWM     []int64   `json:"hwm_bytes"`
+}
+
+type GoBench struct {
+	Lines []string `json:"lines"`
+	Raw   string   `json:"-"`
+	Error string   `json:"error,omitempty"`
+}
+
+// Target is one target of the issue next to what was measured.
+type Target struct {
+	What     string `json:"what"`
+	Target   string `json:"target"`
+	Measured string `json:"measured"`
+	Status   string `json:"status"` // met, missed, not measured
+}
+
+func newResults(o Options) *Results {
+	r := &Results{
+		Started:      time.Now(),
+		Command:      strings.Join(os.Args, " "),
+		Options:      o,
+		Unavailable:  map[string]string{},
+		Correctness:  map[string]map[Kind]*KindCheck{},
+		Startup:      map[string]map[string]*Startup{},
+		RSSAfterLoad: map[string][2]int64{},
+		Profiles:     map[string][]string{},
+	}
+	r.Machine = machine()
+	return r
+}
+
+func (r *Results) startup(size, id string) *Startup {
+	if r.Startup[size] == nil {
+		r.Startup[size] = map[string]*Startup{}
+	}
+	if r.Startup[size][id] == nil {
+		r.Startup[size][id] = &Startup{}
+	}
+	return r.Startup[size][id]
+}
+
+func machine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				if _, v, ok := strings.Cut(line, ":"); ok {
+					m.CPU = strings.TrimSpace(v)
+					break
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "MemTotal:") {
+				var kb int64
+				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "MemTotal:")), "%d", &kb)
+				m.MemTotal = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if out, err := exec.Command("dnsperf", "-h").CombinedOutput(); err == nil || len(out) > 0 {
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "Version") {
+				m.DNSPerf = strings.TrimSpace(line)
+			}
+		}
+	}
+	return m
+}
+
+// summarize computes medians per server and kind.
+func (r *Results) summarize() {
+	r.Summary = map[string]map[Kind]*PerfSum{}
+	type key struct {
+		id string
+		k  Kind
+	}
+	qps, mean, p99 := map[key][]float64{}, map[key][]float64{}, map[key][]float64{}
+	lost := map[key]int64{}
+	for _, p := range r.Perf {
+		k := key{p.Server, p.Kind}
+		qps[k] = append(qps[k], p.QPS)
+		mean[k] = append(mean[k], p.MeanMs)
+		p99[k] = append(p99[k], p.P99Ms)
+		lost[k] += p.Lost
+	}
+	for k, v := range qps {
+		if r.Summary[k.id] == nil {
+			r.Summary[k.id] = map[Kind]*PerfSum{}
+		}
+		r.Summary[k.id][k.k] = &PerfSum{QPS: median(v), MeanMs: median(mean[k]), P99Ms: median(p99[k]), Runs: len(v), Lost: lost[k]}
+	}
+}
+
+func (b *Bench) finish() int {
+	r := b.Results
+	r.Seconds = time.Since(r.Started).Seconds()
+	r.summarize()
+	r.Targets = r.targets()
+	md := r.Markdown()
+	fmt.Println()
+	fmt.Println(md)
+	_ = os.WriteFile(filepath.Join(b.Out, "results.md"), []byte(md), 0o644)
+	if j, err := json.MarshalIndent(r, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(b.Out, "results.json"), j, 0o644)
+	}
+	stamp := r.Started.UTC().Format("20060102T150405Z")
+	_ = os.MkdirAll(filepath.Join(b.Out, "history"), 0o755)
+	_ = os.WriteFile(filepath.Join(b.Out, "history", stamp+".md"), []byte(md), 0o644)
+	logf("wrote %s and %s (%.0f s in all)", filepath.Join(b.Out, "results.md"), filepath.Join(b.Out, "results.json"), r.Seconds)
+	return 0
+}

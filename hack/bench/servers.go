@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Server is one of the three CoreDNS configurations, one binary.
+type Server struct {
+	ID    string // a, b or c
+	Label string
+	Port  int
+	Pprof int
+	Proc  *Proc
+	Conf  string
+}
+
+// Addr is the server's DNS address.
+func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.Port) }
+
+// ServerIDs in the order they alternate within a round.
+var ServerIDs = []string{"a", "b", "c"}
+
+var serverLabels = map[string]string{
+	"a": "mcs",
+	"b": "kubernetes multicluster (peer)",
+	"c": "whoami (ceiling)",
+}
+
+func corefile(id string, port, pprof int, kubeconfig, context string) string {
+	var body string
+	switch id {
+	case "a":
+		body = fmt.Sprintf("    mcs clusterset.local {\n        kubeconfig %s %s\n    }\n", kubeconfig, context)
+	case "b":
+		body = fmt.Sprintf("    kubernetes cluster.local clusterset.local {\n        kubeconfig %s %s\n        multicluster clusterset.local\n    }\n", kubeconfig, context)
+	case "c":
+		body = "    whoami\n"
+	}
+	// No cache, no log: the plugin itself is what is measured. pprof only
+	// listens on its own HTTP port; it is not in the query path.
+	return fmt.Sprintf(".:%d {\n%s    pprof 127.0.0.1:%d\n}\n", port, body, pprof)
+}
+
+// Bench holds what every phase needs.
+type Bench struct {
+	Opt        Options
+	CoreDNS    string // binary
+	Importer   string // binary, "" if none
+	Kubeconfig string
+	Context    string
+	Out        string
+	Results    *Results
+	// goodKinds: per server, the kinds it answered right at steady state.
+	goodKinds map[string]map[Kind]bool
+}
+
+// StartServer starts server id with a fresh Corefile on free ports.
+func (b *Bench) StartServer(id, tag string) (*Server, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	pp, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{ID: id, Label: serverLabels[id], Port: port, Pprof: pp}
+	s.Conf = filepath.Join(b.Out, "run", fmt.Sprintf("Corefile.%s.%s", id, tag))
+	if err := os.WriteFile(s.Conf, []byte(corefile(id, port, pp, b.Kubeconfig, b.Context)), 0o644); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(b.Out, "logs", fmt.Sprintf("coredns.%s.%s.log", id, tag))
+	s.Proc, err = procs.Start("coredns-"+id, logPath, b.CoreDNS, "-conf", s.Conf)
+	return s, err
+}
+
+// StopServer stops it.
+func (b *Bench) StopServer(s *Server) {
+	if s != nil {
+		procs.Stop(s.Proc)
+	}
+}
+
+// WaitAnswering polls sample on s until every answer is right, and returns
+// the time from the process's start. For the ceiling (c) any answer counts.
+func (b *Bench) WaitAnswering(ctx context.Context, s *Server, sample []Query, timeout time.Duration) (time.Duration, error) {
+	ask := NewAsker(s.Addr(), 250*time.Millisecond)
+	deadline := s.Proc.Started.Add(timeout)
+	var last []Result
+	for {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if s.Proc.Exited() {
+			return 0, fmt.Errorf("coredns (%s) exited: %s", s.Label, lastLines(s.Proc.Log(), 3))
+		}
+		if s.ID == "c" {
+			if _, err := ask.Exchange(Zone, 1); err == nil {
+				return time.Since(s.Proc.Started), nil
+			}
+		} else {
+			last = ask.CheckAll(ctx, sample, 16)
+			if allOK(last) {
+				return time.Since(s.Proc.Started), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			bad := 0
+			var first string
+			for i, r := range last {
+				if !r.OK {
+					bad++
+					if first == "" {
+						first = sample[i].String() + ": " + r.Detail
+					}
+				}
+			}
+			return 0, fmt.Errorf("%s not answering all of %d sample names after %s (%d wrong, e.g. %s)", s.Label, len(sample), timeout, bad, first)
+		}
+		if err := waitCtx(ctx, 3*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
