@@ -1,16 +1,224 @@
-// Package mcs is a placeholder until the plugin lands: it registers the
-// directive so the custom build links.
 package mcs
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
+
 	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/pkg/dnsutil"
+	"github.com/coredns/coredns/plugin/pkg/fall"
+	clog "github.com/coredns/coredns/plugin/pkg/log"
+	"github.com/miekg/dns"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 const pluginName = "mcs"
 
+var log = clog.NewWithPlugin(pluginName)
+
 func init() { plugin.Register(pluginName, setup) }
 
+// Defaults and limits of the Corefile options.
+const (
+	DefaultZone = "clusterset.local."
+	DefaultTTL  = 5
+	MaxTTL      = 3600
+)
+
+// config is a parsed mcs stanza.
+type config struct {
+	// zones as listed, lower-case FQDNs; forward ones answer the MCS
+	// names, reverse ones (in-addr.arpa., ip6.arpa. or below) PTR.
+	zones      []string
+	ttl        uint32
+	kubeconfig string
+	context    string
+	// rest is the client config from the kubeconfig, loaded (and so
+	// checked) at parse time; nil means in-cluster.
+	rest       *rest.Config
+	namespaces []string
+	fall       fall.F
+}
+
+func (c *config) forwardZones() []string {
+	var out []string
+	for _, z := range c.zones {
+		if dnsutil.IsReverse(z) == 0 {
+			out = append(out, z)
+		}
+	}
+	return out
+}
+
 func setup(c *caddy.Controller) error {
-	return plugin.Error(pluginName, c.Err("not implemented yet"))
+	cfg, err := parse(c)
+	if err != nil {
+		return plugin.Error(pluginName, err)
+	}
+	restCfg := cfg.rest
+	if restCfg == nil {
+		if restCfg, err = rest.InClusterConfig(); err != nil {
+			return plugin.Error(pluginName, fmt.Errorf("no kubeconfig given and no in-cluster configuration: %w", err))
+		}
+	}
+	p := newMCS(cfg, restCfg)
+	c.OnStartup(func() error {
+		p.setNSAddrs(boundIPs(c))
+		p.start()
+		return nil
+	})
+	c.OnShutdown(func() error {
+		p.stop()
+		return nil
+	})
+	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
+		p.Next = next
+		return p
+	})
+	return nil
+}
+
+// parse reads one mcs stanza:
+//
+//	mcs [ZONES...] {
+//	    kubeconfig KUBECONFIG [CONTEXT]
+//	    ttl SECONDS
+//	    namespaces NAMESPACE...
+//	    fallthrough [ZONES...]
+//	}
+func parse(c *caddy.Controller) (*config, error) {
+	cfg := &config{ttl: DefaultTTL}
+	i := 0
+	for c.Next() {
+		if i > 0 {
+			return nil, plugin.ErrOnce
+		}
+		i++
+		zones, err := parseZones(c, c.RemainingArgs())
+		if err != nil {
+			return nil, err
+		}
+		cfg.zones = zones
+		for c.NextBlock() {
+			switch c.Val() {
+			case "kubeconfig":
+				args := c.RemainingArgs()
+				if len(args) != 1 && len(args) != 2 {
+					return nil, c.ArgErr()
+				}
+				cfg.kubeconfig = args[0]
+				overrides := &clientcmd.ConfigOverrides{}
+				if len(args) == 2 {
+					cfg.context = args[1]
+					overrides.CurrentContext = args[1]
+				}
+				rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+					&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.kubeconfig}, overrides).ClientConfig()
+				if err != nil {
+					return nil, c.Errf("kubeconfig %s: %v", cfg.kubeconfig, err)
+				}
+				cfg.rest = rc
+			case "ttl":
+				args := c.RemainingArgs()
+				if len(args) != 1 {
+					return nil, c.ArgErr()
+				}
+				t, err := strconv.Atoi(args[0])
+				if err != nil || t < 0 || t > MaxTTL {
+					return nil, c.Errf("ttl %q is not a number of seconds in 0..%d", args[0], MaxTTL)
+				}
+				cfg.ttl = uint32(t)
+			case "namespaces":
+				args := c.RemainingArgs()
+				if len(args) == 0 {
+					return nil, c.ArgErr()
+				}
+				for _, ns := range args {
+					if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+						return nil, c.Errf("namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+					}
+					cfg.namespaces = append(cfg.namespaces, ns)
+				}
+			case "fallthrough":
+				cfg.fall.SetZonesFromArgs(c.RemainingArgs())
+			default:
+				return nil, c.Errf("unknown property %q", c.Val())
+			}
+		}
+	}
+	return cfg, nil
+}
+
+// parseZones normalises the zones of the stanza; CIDRs become reverse
+// zones. Without zones the plugin serves clusterset.local. At least one
+// zone must be a forward one: it names the services.
+func parseZones(c *caddy.Controller, args []string) ([]string, error) {
+	if len(args) == 0 {
+		return []string{DefaultZone}, nil
+	}
+	var zones []string
+	for _, a := range args {
+		hosts, port, err := plugin.SplitHostPort(a)
+		if err != nil {
+			return nil, c.Errf("zone %q: %v", a, err)
+		}
+		if port != "" {
+			return nil, c.Errf("zone %q: a zone of the mcs plugin takes no port", a)
+		}
+		for _, h := range hosts {
+			z := plugin.Name(h).Normalize()
+			if !validZone(z) {
+				return nil, c.Errf("zone %q is not a valid domain name", a)
+			}
+			if !contains(zones, z) {
+				zones = append(zones, z)
+			}
+		}
+	}
+	fwd := 0
+	for _, z := range zones {
+		if dnsutil.IsReverse(z) == 0 {
+			fwd++
+		}
+	}
+	if fwd == 0 {
+		return nil, c.Errf("zones %v: at least one zone must be a forward (non-reverse) zone", args)
+	}
+	return zones, nil
+}
+
+// validZone accepts lower-case FQDNs of letters, digits, '-' and '_'.
+func validZone(z string) bool {
+	if _, ok := dns.IsDomainName(z); !ok {
+		return false
+	}
+	if z == "." {
+		return true
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(z, "."), ".") {
+		if l == "" || len(l) > 63 {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

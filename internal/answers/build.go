@@ -1,0 +1,423 @@
+package answers
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// Config is what Build needs besides the objects.
+type Config struct {
+	// Zones are the forward zones served, lower-case FQDNs. PTR targets
+	// are names in Zones[0].
+	Zones []string
+	// TTL of every record.
+	TTL uint32
+}
+
+// Node is one owner name of a service and its records, precomputed. A
+// Node without records is an empty non-terminal: the name exists (NOERROR,
+// NODATA) because names exist below it.
+type Node struct {
+	A, AAAA, SRV []dns.RR
+	// Extra holds the A/AAAA records of the SRV targets, for the
+	// additional section of SRV answers.
+	Extra []dns.RR
+}
+
+// Records returns the answer and additional records of qtype at n. No
+// answer records and n != nil means NODATA.
+func (n *Node) Records(qtype uint16) (answer, extra []dns.RR) {
+	switch qtype {
+	case dns.TypeA:
+		return n.A, nil
+	case dns.TypeAAAA:
+		return n.AAAA, nil
+	case dns.TypeSRV:
+		return n.SRV, n.Extra
+	}
+	return nil, nil
+}
+
+// PTR maps one reverse name (e.g. 3.2.1.10.in-addr.arpa.) to a target.
+type PTR struct {
+	Reverse string
+	Target  string
+}
+
+// Set is everything one service answers, immutable once built.
+type Set struct {
+	key       string
+	namespace string
+	typ       Type
+	// names[z] maps a name relative to <svc>.<ns>.svc.<Zones[z]> ("" is
+	// the service name itself) to its node.
+	names []map[string]*Node
+	ptrs  []PTR
+	// endpoints is the number of ready endpoints answered.
+	endpoints int
+	// skipped counts endpoints left out because their names would not
+	// be valid DNS names (too long).
+	skipped int
+}
+
+// Key is the Index key of the set's service.
+func (s *Set) Key() string { return s.key }
+
+// Namespace of the set's service.
+func (s *Set) Namespace() string { return s.namespace }
+
+// Type of the set's service.
+func (s *Set) Type() Type { return s.typ }
+
+// Endpoints is the number of ready endpoints the set answers with.
+func (s *Set) Endpoints() int { return s.endpoints }
+
+// Skipped is the number of ready endpoints left out because a name built
+// from them would exceed DNS limits.
+func (s *Set) Skipped() int { return s.skipped }
+
+// PTRs returns the reverse entries of the set (read-only).
+func (s *Set) PTRs() []PTR { return s.ptrs }
+
+// Lookup returns the node of the name prefix (relative to the service
+// name, "" for the service itself) in zone index zone, or nil.
+func (s *Set) Lookup(zone int, prefix string) *Node {
+	if s == nil || zone < 0 || zone >= len(s.names) {
+		return nil
+	}
+	return s.names[zone][prefix]
+}
+
+// Names returns the relative names of zone index zone, sorted (for tests).
+func (s *Set) Names(zone int) []string {
+	out := make([]string, 0, len(s.names[zone]))
+	for k := range s.names[zone] {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Build computes the answers of one service from its import and the
+// EndpointSlices labelled with its name. It returns nil when the service
+// has no names at all: a ClusterSetIP import without IPs, a headless
+// import without ready endpoints (or with endpointSliceObjects Absent).
+// slices may come in any order; the answers do not depend on it.
+func Build(svc *Service, slicesIn []*Slice, cfg Config) *Set {
+	if svc == nil || len(cfg.Zones) == 0 {
+		return nil
+	}
+	switch svc.Type {
+	case ClusterSetIP:
+		return buildClusterSetIP(svc, cfg)
+	case Headless:
+		if svc.EndpointsAbsent {
+			return nil
+		}
+		return buildHeadless(svc, slicesIn, cfg)
+	}
+	return nil
+}
+
+func newSet(svc *Service, cfg Config) *Set {
+	s := &Set{key: svc.Key(), namespace: svc.Namespace, typ: svc.Type, names: make([]map[string]*Node, len(cfg.Zones))}
+	for i := range s.names {
+		s.names[i] = map[string]*Node{}
+	}
+	return s
+}
+
+// fqdn joins a relative name and a zone.
+func fqdn(rel, zone string) string {
+	if zone == "." {
+		return rel + "."
+	}
+	return rel + "." + zone
+}
+
+func (s *Set) node(zone int, rel string) *Node {
+	n := s.names[zone][rel]
+	if n == nil {
+		n = &Node{}
+		s.names[zone][rel] = n
+	}
+	return n
+}
+
+// ents makes every name between rel (exclusive) and the service name
+// exist: for "web-0.a.b" it adds "a.b" and "b".
+func (s *Set) ents(zone int, rel string) {
+	for i := strings.IndexByte(rel, '.'); i >= 0; i = strings.IndexByte(rel, '.') {
+		rel = rel[i+1:]
+		s.node(zone, rel)
+	}
+}
+
+func addrRR(owner string, ip netip.Addr, ttl uint32) dns.RR {
+	if ip.Is4() {
+		a := ip.As4()
+		return &dns.A{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: a[:]}
+	}
+	a := ip.As16()
+	return &dns.AAAA{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: ttl}, AAAA: a[:]}
+}
+
+func (n *Node) addAddr(owner string, ip netip.Addr, ttl uint32) {
+	rr := addrRR(owner, ip, ttl)
+	if ip.Is4() {
+		n.A = append(n.A, rr)
+	} else {
+		n.AAAA = append(n.AAAA, rr)
+	}
+}
+
+// srvTarget is one SRV record to be: a target and its port.
+type srvTarget struct {
+	target string
+	port   uint16
+	addrs  *Node // the target's node, for the additional section
+}
+
+// setSRV stores one SRV RRset at n: priority 0, equal weights summing to
+// about 100 (as CoreDNS does), and the targets' addresses as extras.
+func (n *Node) setSRV(owner string, targets []srvTarget, ttl uint32) {
+	if len(targets) == 0 {
+		return
+	}
+	weight := uint16(100 / len(targets))
+	if weight == 0 {
+		weight = 1
+	}
+	n.SRV = make([]dns.RR, 0, len(targets))
+	seen := make(map[string]bool, len(targets))
+	for _, t := range targets {
+		n.SRV = append(n.SRV, &dns.SRV{
+			Hdr:      dns.RR_Header{Name: owner, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl},
+			Priority: 0, Weight: weight, Port: t.port, Target: t.target,
+		})
+		if !seen[t.target] {
+			seen[t.target] = true
+			n.Extra = append(n.Extra, t.addrs.A...)
+			n.Extra = append(n.Extra, t.addrs.AAAA...)
+		}
+	}
+}
+
+// namedPorts groups the named ports by SRV name "_<name>._<proto>", in a
+// stable order, without duplicate port numbers per name.
+type portGroup struct {
+	rel   string // "_http._tcp"
+	proto string // "_tcp"
+	ports []uint16
+}
+
+func namedPorts(ports []Port) []portGroup {
+	var groups []portGroup
+	for _, p := range ports {
+		if p.Name == "" || p.Protocol == "" {
+			continue
+		}
+		rel := "_" + p.Name + "._" + p.Protocol
+		i := slices.IndexFunc(groups, func(g portGroup) bool { return g.rel == rel })
+		if i < 0 {
+			groups = append(groups, portGroup{rel: rel, proto: "_" + p.Protocol})
+			i = len(groups) - 1
+		}
+		if !slices.Contains(groups[i].ports, p.Port) {
+			groups[i].ports = append(groups[i].ports, p.Port)
+		}
+	}
+	return groups
+}
+
+// distinctPorts returns the distinct port numbers of the named ports: a
+// bare-name SRV answers one record per distinct (target, port).
+func distinctPorts(groups []portGroup) []uint16 {
+	var out []uint16
+	for _, g := range groups {
+		for _, p := range g.ports {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func dedupAddrs(ips []netip.Addr) []netip.Addr {
+	out := make([]netip.Addr, 0, len(ips))
+	for _, ip := range ips {
+		if !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+func buildClusterSetIP(svc *Service, cfg Config) *Set {
+	ips := dedupAddrs(svc.IPs)
+	if len(ips) == 0 {
+		return nil
+	}
+	s := newSet(svc, cfg)
+	groups := namedPorts(svc.Ports)
+	bare := distinctPorts(groups)
+	svcRel := svc.Name + "." + svc.Namespace + ".svc"
+	for z, zone := range cfg.Zones {
+		base := fqdn(svcRel, zone)
+		top := s.node(z, "")
+		for _, ip := range ips {
+			top.addAddr(base, ip, cfg.TTL)
+		}
+		for _, g := range groups {
+			targets := make([]srvTarget, len(g.ports))
+			for i, p := range g.ports {
+				targets[i] = srvTarget{target: base, port: p, addrs: top}
+			}
+			s.node(z, g.rel).setSRV(g.rel+"."+base, targets, cfg.TTL)
+			s.node(z, g.proto)
+		}
+		targets := make([]srvTarget, len(bare))
+		for i, p := range bare {
+			targets[i] = srvTarget{target: base, port: p, addrs: top}
+		}
+		top.setSRV(base, targets, cfg.TTL)
+		if z == 0 {
+			for _, ip := range ips {
+				if rev, err := dns.ReverseAddr(ip.String()); err == nil {
+					s.ptrs = append(s.ptrs, PTR{Reverse: rev, Target: base})
+				}
+			}
+		}
+	}
+	return s
+}
+
+// DashedIP is the hostname an endpoint without one gets: its address with
+// dots or colons replaced by dashes ("10-1-2-3", "fd00--1"), as CoreDNS's
+// kubernetes plugin does.
+func DashedIP(ip netip.Addr) string {
+	if ip.Is4() {
+		return strings.ReplaceAll(ip.String(), ".", "-")
+	}
+	h := strings.ReplaceAll(ip.String(), ":", "-")
+	if strings.HasSuffix(h, "-") {
+		h += "0"
+	}
+	return h
+}
+
+// endpointName is one per-endpoint name and its addresses.
+type endpointName struct {
+	rel   string // "<hostname>.<clusterid>"
+	addrs []netip.Addr
+}
+
+func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
+	sorted := slices.Clone(in)
+	slices.SortFunc(sorted, func(a, b *Slice) int {
+		if c := strings.Compare(a.ClusterID, b.ClusterID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	svcRel := svc.Name + "." + svc.Namespace + ".svc"
+	// The longest zone bounds the name length.
+	longest := ""
+	for _, z := range cfg.Zones {
+		if len(z) > len(longest) {
+			longest = z
+		}
+	}
+	s := newSet(svc, cfg)
+	var (
+		names   []endpointName
+		byRel   = map[string]int{}
+		all     []netip.Addr
+		nEps    int
+		skipped int
+	)
+	for _, sl := range sorted {
+		for _, ep := range sl.Endpoints {
+			if !ep.Ready || len(ep.Addresses) == 0 {
+				continue
+			}
+			host := ep.Hostname
+			if host == "" {
+				host = DashedIP(ep.Addresses[0])
+			}
+			rel := host + "." + sl.ClusterID
+			if _, ok := dns.IsDomainName(fqdn(rel+"."+svcRel, longest)); !ok || len(host) > 63 {
+				skipped++
+				continue
+			}
+			nEps++
+			i, ok := byRel[rel]
+			if !ok {
+				i = len(names)
+				byRel[rel] = i
+				names = append(names, endpointName{rel: rel})
+			}
+			for _, ip := range ep.Addresses {
+				if !slices.Contains(names[i].addrs, ip) {
+					names[i].addrs = append(names[i].addrs, ip)
+				}
+				all = append(all, ip)
+			}
+		}
+	}
+	s.skipped = skipped
+	if nEps == 0 {
+		return nil
+	}
+	s.endpoints = nEps
+	all = dedupAddrs(all)
+	groups := namedPorts(svc.Ports)
+	bare := distinctPorts(groups)
+	for z, zone := range cfg.Zones {
+		base := fqdn(svcRel, zone)
+		top := s.node(z, "")
+		for _, ip := range all {
+			top.addAddr(base, ip, cfg.TTL)
+		}
+		epNodes := make([]*Node, len(names))
+		owners := make([]string, len(names))
+		for i, en := range names {
+			owner := en.rel + "." + base
+			n := s.node(z, en.rel)
+			for _, ip := range en.addrs {
+				n.addAddr(owner, ip, cfg.TTL)
+			}
+			s.ents(z, en.rel)
+			epNodes[i], owners[i] = n, owner
+			if z == 0 {
+				for _, ip := range en.addrs {
+					if rev, err := dns.ReverseAddr(ip.String()); err == nil {
+						s.ptrs = append(s.ptrs, PTR{Reverse: rev, Target: owner})
+					}
+				}
+			}
+		}
+		for _, g := range groups {
+			targets := make([]srvTarget, 0, len(names)*len(g.ports))
+			for i := range names {
+				for _, p := range g.ports {
+					targets = append(targets, srvTarget{target: owners[i], port: p, addrs: epNodes[i]})
+				}
+			}
+			s.node(z, g.rel).setSRV(g.rel+"."+base, targets, cfg.TTL)
+			s.node(z, g.proto)
+		}
+		targets := make([]srvTarget, 0, len(names)*len(bare))
+		for i := range names {
+			for _, p := range bare {
+				targets = append(targets, srvTarget{target: owners[i], port: p, addrs: epNodes[i]})
+			}
+		}
+		top.setSRV(base, targets, cfg.TTL)
+	}
+	return s
+}

@@ -1,0 +1,270 @@
+package answers
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const zone = "clusterset.local."
+
+var cfg = Config{Zones: []string{zone}, TTL: 5}
+
+func ips(ss ...string) []netip.Addr {
+	out := make([]netip.Addr, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParseAddr(s)
+	}
+	return out
+}
+
+func ep(host string, ready *bool, addrs ...string) Endpoint {
+	return Endpoint{Hostname: host, Ready: ready == nil || *ready, Addresses: ips(addrs...)}
+}
+
+var (
+	yes = func() *bool { b := true; return &b }()
+	no  = func() *bool { b := false; return &b }()
+)
+
+// render gives the records of one node and qtype as "TYPE rdata" strings
+// (owner names checked separately), answers first, then "+extra".
+func render(t *testing.T, s *Set, prefix string, qtype uint16) []string {
+	t.Helper()
+	n := s.Lookup(0, prefix)
+	if n == nil {
+		return nil
+	}
+	ans, extra := n.Records(qtype)
+	var out []string
+	for _, rr := range ans {
+		out = append(out, rdata(rr))
+	}
+	for _, rr := range extra {
+		out = append(out, "+"+rr.Header().Name+" "+rdata(rr))
+	}
+	return out
+}
+
+func rdata(rr dns.RR) string {
+	f := strings.Fields(rr.String())
+	// name ttl class type rdata...
+	return strings.Join(f[3:], " ")
+}
+
+func TestClusterSetIP(t *testing.T) {
+	svc := &Service{Namespace: "demo", Name: "web", Type: ClusterSetIP, IPs: ips("10.96.0.10"),
+		Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}, {Protocol: "tcp", Port: 8080}}}
+	// Slices of a ClusterSetIP import give no per-endpoint names.
+	s := Build(svc, []*Slice{{ClusterID: "east", Endpoints: []Endpoint{ep("web-0", yes, "10.1.0.1")}}}, cfg)
+	require.NotNil(t, s)
+	assert.Equal(t, []string{"", "_http._tcp", "_tcp"}, s.Names(0))
+	assert.Equal(t, []string{"A 10.96.0.10"}, render(t, s, "", dns.TypeA))
+	assert.Nil(t, render(t, s, "", dns.TypeAAAA), "AAAA of an IPv4-only VIP is NODATA")
+	assert.Equal(t, []string{"SRV 0 100 80 web.demo.svc.clusterset.local.", "+web.demo.svc.clusterset.local. A 10.96.0.10"},
+		render(t, s, "_http._tcp", dns.TypeSRV))
+	assert.Equal(t, []string{"SRV 0 100 80 web.demo.svc.clusterset.local.", "+web.demo.svc.clusterset.local. A 10.96.0.10"},
+		render(t, s, "", dns.TypeSRV), "bare-name SRV: named ports only")
+	assert.Nil(t, s.Lookup(0, "web-0.east"))
+	assert.Nil(t, s.Lookup(0, "east"), "<clusterid>.<svc> never exists for ClusterSetIP")
+	assert.Equal(t, "web.demo.svc.clusterset.local.", s.Lookup(0, "").A[0].Header().Name)
+	assert.Equal(t, "_http._tcp.web.demo.svc.clusterset.local.", s.Lookup(0, "_http._tcp").SRV[0].Header().Name)
+	assert.Equal(t, uint32(5), s.Lookup(0, "").A[0].Header().Ttl)
+	assert.Equal(t, []PTR{{Reverse: "10.0.96.10.in-addr.arpa.", Target: "web.demo.svc.clusterset.local."}}, s.PTRs())
+	assert.Equal(t, 0, s.Endpoints())
+}
+
+func TestClusterSetIPDualStack(t *testing.T) {
+	svc := &Service{Namespace: "demo", Name: "web", Type: ClusterSetIP, IPs: ips("10.96.0.10", "fd00:10:96::a")}
+	s := Build(svc, nil, cfg)
+	require.NotNil(t, s)
+	assert.Equal(t, []string{"A 10.96.0.10"}, render(t, s, "", dns.TypeA))
+	assert.Equal(t, []string{"AAAA fd00:10:96::a"}, render(t, s, "", dns.TypeAAAA))
+	assert.Nil(t, render(t, s, "", dns.TypeSRV), "no named ports, no SRV")
+	assert.Equal(t, []string{""}, s.Names(0))
+	assert.Len(t, s.PTRs(), 2)
+	assert.Equal(t, "a.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", s.PTRs()[1].Reverse)
+}
+
+func TestBareSRVDistinctTargetPort(t *testing.T) {
+	svc := &Service{Namespace: "demo", Name: "dns", Type: ClusterSetIP, IPs: ips("10.96.0.53"),
+		Ports: []Port{{Name: "dns", Protocol: "udp", Port: 53}, {Name: "dns-tcp", Protocol: "tcp", Port: 53}, {Name: "metrics", Protocol: "tcp", Port: 9153}}}
+	s := Build(svc, nil, cfg)
+	require.NotNil(t, s)
+	srv := render(t, s, "", dns.TypeSRV)
+	assert.Equal(t, []string{
+		"SRV 0 50 53 dns.demo.svc.clusterset.local.", "SRV 0 50 9153 dns.demo.svc.clusterset.local.",
+		"+dns.demo.svc.clusterset.local. A 10.96.0.53",
+	}, srv, "udp/53 and tcp/53 give one record")
+	assert.Equal(t, []string{"", "_dns-tcp._tcp", "_dns._udp", "_metrics._tcp", "_tcp", "_udp"}, s.Names(0))
+	assert.Equal(t, []string{"SRV 0 100 53 dns.demo.svc.clusterset.local.", "+dns.demo.svc.clusterset.local. A 10.96.0.53"},
+		render(t, s, "_dns._udp", dns.TypeSRV))
+	assert.Nil(t, render(t, s, "_udp", dns.TypeSRV), "_udp is an empty non-terminal")
+	assert.NotNil(t, s.Lookup(0, "_udp"))
+}
+
+func TestClusterSetIPWithoutIPs(t *testing.T) {
+	svc := &Service{Namespace: "demo", Name: "web", Type: ClusterSetIP, Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}}}
+	assert.Nil(t, Build(svc, nil, cfg), "no VIP yet: no names, so every SRV target resolves")
+}
+
+func headless() (*Service, []*Slice) {
+	svc := &Service{Namespace: "demo", Name: "db", Type: Headless,
+		Ports: []Port{{Name: "pg", Protocol: "tcp", Port: 5432}, {Name: "metrics", Protocol: "tcp", Port: 9187}, {Protocol: "tcp", Port: 7000}}}
+	return svc, []*Slice{
+		{Name: "db-west-v4", ClusterID: "west.eu", Endpoints: []Endpoint{
+			ep("", nil, "10.2.0.7"), // nil ready is ready; dashed-IP name
+		}},
+		{Name: "db-east", ClusterID: "east", Endpoints: []Endpoint{
+			ep("db-0", yes, "10.1.0.5"),
+			ep("db-1", no, "10.1.0.6"), // not ready: never answered
+		}},
+		{Name: "db-west-v6", ClusterID: "west.eu", Endpoints: []Endpoint{
+			ep("", yes, "fd00::1"),
+		}},
+	}
+}
+
+func TestHeadless(t *testing.T) {
+	svc, sl := headless()
+	s := Build(svc, sl, cfg)
+	require.NotNil(t, s)
+	assert.Equal(t, 3, s.Endpoints())
+	assert.Equal(t, []string{"", "10-2-0-7.west.eu", "_metrics._tcp", "_pg._tcp", "_tcp", "db-0.east", "east", "eu", "fd00--1.west.eu", "west.eu"}, s.Names(0))
+	assert.Equal(t, []string{"A 10.1.0.5", "A 10.2.0.7"}, render(t, s, "", dns.TypeA), "ready endpoints of every cluster")
+	assert.Equal(t, []string{"AAAA fd00::1"}, render(t, s, "", dns.TypeAAAA))
+	assert.Equal(t, []string{"A 10.1.0.5"}, render(t, s, "db-0.east", dns.TypeA))
+	assert.Nil(t, render(t, s, "db-0.east", dns.TypeAAAA))
+	assert.Equal(t, []string{"A 10.2.0.7"}, render(t, s, "10-2-0-7.west.eu", dns.TypeA))
+	assert.Equal(t, []string{"AAAA fd00::1"}, render(t, s, "fd00--1.west.eu", dns.TypeAAAA))
+	assert.Nil(t, s.Lookup(0, "db-1.east"), "unready endpoint has no name")
+	for _, ent := range []string{"east", "west.eu", "eu", "_tcp"} {
+		n := s.Lookup(0, ent)
+		require.NotNil(t, n, ent)
+		for _, q := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV} {
+			a, _ := n.Records(q)
+			assert.Empty(t, a, "%s is an empty non-terminal", ent)
+		}
+	}
+	// N x M SRV with every target's address in the additional section.
+	pg := render(t, s, "_pg._tcp", dns.TypeSRV)
+	assert.Equal(t, []string{
+		"SRV 0 33 5432 db-0.east.db.demo.svc.clusterset.local.",
+		"SRV 0 33 5432 10-2-0-7.west.eu.db.demo.svc.clusterset.local.",
+		"SRV 0 33 5432 fd00--1.west.eu.db.demo.svc.clusterset.local.",
+		"+db-0.east.db.demo.svc.clusterset.local. A 10.1.0.5",
+		"+10-2-0-7.west.eu.db.demo.svc.clusterset.local. A 10.2.0.7",
+		"+fd00--1.west.eu.db.demo.svc.clusterset.local. AAAA fd00::1",
+	}, pg)
+	bare := render(t, s, "", dns.TypeSRV)
+	assert.Len(t, bare, 3*2+3, "3 endpoints x 2 named ports, plus 3 extras")
+	assert.Contains(t, bare, "SRV 0 16 9187 fd00--1.west.eu.db.demo.svc.clusterset.local.")
+	// Every SRV target resolves inside the set.
+	for _, prefix := range s.Names(0) {
+		for _, rr := range s.Lookup(0, prefix).SRV {
+			target := rr.(*dns.SRV).Target
+			rel := strings.TrimSuffix(target, ".db.demo.svc."+zone)
+			if target == "db.demo.svc."+zone {
+				rel = ""
+			}
+			n := s.Lookup(0, rel)
+			require.NotNil(t, n, target)
+			assert.NotEmpty(t, append(slices.Clone(n.A), n.AAAA...), target)
+		}
+	}
+	assert.ElementsMatch(t, []PTR{
+		{"5.0.1.10.in-addr.arpa.", "db-0.east.db.demo.svc.clusterset.local."},
+		{"7.0.2.10.in-addr.arpa.", "10-2-0-7.west.eu.db.demo.svc.clusterset.local."},
+		{"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa.", "fd00--1.west.eu.db.demo.svc.clusterset.local."},
+	}, s.PTRs(), "PTR for ready endpoint IPs only")
+}
+
+func TestHeadlessOrderIndependent(t *testing.T) {
+	svc, sl := headless()
+	a := Build(svc, sl, cfg)
+	slices.Reverse(sl)
+	b := Build(svc, sl, cfg)
+	for _, name := range a.Names(0) {
+		for _, q := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV} {
+			assert.Equal(t, render(t, a, name, q), render(t, b, name, q), name)
+		}
+	}
+}
+
+func TestHeadlessSameHostnameMerges(t *testing.T) {
+	svc := &Service{Namespace: "demo", Name: "db", Type: Headless, Ports: []Port{{Name: "pg", Protocol: "tcp", Port: 5432}}}
+	s := Build(svc, []*Slice{
+		{Name: "v4", ClusterID: "east", Endpoints: []Endpoint{ep("db-0", yes, "10.1.0.5")}},
+		{Name: "v6", ClusterID: "east", Endpoints: []Endpoint{ep("db-0", yes, "fd00::5")}},
+	}, cfg)
+	require.NotNil(t, s)
+	assert.Equal(t, []string{"A 10.1.0.5"}, render(t, s, "db-0.east", dns.TypeA))
+	assert.Equal(t, []string{"AAAA fd00::5"}, render(t, s, "db-0.east", dns.TypeAAAA))
+	assert.Equal(t, []string{
+		"SRV 0 100 5432 db-0.east.db.demo.svc.clusterset.local.",
+		"+db-0.east.db.demo.svc.clusterset.local. A 10.1.0.5",
+		"+db-0.east.db.demo.svc.clusterset.local. AAAA fd00::5",
+	}, render(t, s, "_pg._tcp", dns.TypeSRV), "one target, both addresses")
+}
+
+func TestHeadlessNoReadyEndpoints(t *testing.T) {
+	svc, _ := headless()
+	assert.Nil(t, Build(svc, nil, cfg))
+	assert.Nil(t, Build(svc, []*Slice{{ClusterID: "east", Endpoints: []Endpoint{ep("db-0", no, "10.1.0.5")}}}, cfg))
+}
+
+func TestHeadlessEndpointsAbsent(t *testing.T) {
+	svc, sl := headless()
+	svc.EndpointsAbsent = true
+	assert.Nil(t, Build(svc, sl, cfg))
+}
+
+func TestHeadlessTooLongNameSkipped(t *testing.T) {
+	long := strings.Repeat("a", 63)
+	id := strings.Join([]string{long, long, long}, ".")
+	svc := &Service{Namespace: strings.Repeat("n", 40), Name: strings.Repeat("s", 40), Type: Headless}
+	s := Build(svc, []*Slice{
+		{ClusterID: id, Endpoints: []Endpoint{ep("db-0", yes, "10.1.0.5")}},
+		{ClusterID: "east", Endpoints: []Endpoint{ep("db-1", yes, "10.1.0.6")}},
+	}, cfg)
+	require.NotNil(t, s)
+	assert.Equal(t, 1, s.Skipped())
+	assert.Equal(t, 1, s.Endpoints())
+	assert.Equal(t, []string{"A 10.1.0.6"}, render(t, s, "", dns.TypeA))
+}
+
+func TestSeveralZones(t *testing.T) {
+	svc := &Service{Namespace: "demo", Name: "web", Type: ClusterSetIP, IPs: ips("10.96.0.10")}
+	s := Build(svc, nil, Config{Zones: []string{zone, "mcs.example."}, TTL: 30})
+	require.NotNil(t, s)
+	assert.Equal(t, "web.demo.svc.mcs.example.", s.Lookup(1, "").A[0].Header().Name)
+	assert.Equal(t, uint32(30), s.Lookup(1, "").A[0].Header().Ttl)
+	assert.Equal(t, "web.demo.svc.clusterset.local.", s.PTRs()[0].Target, "PTR targets are in the first zone")
+}
+
+func TestDashedIP(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.1.2.3": "10-1-2-3", "fd00::1": "fd00--1", "fd00::": "fd00--0", "2001:db8:0:0:1:0:0:1": "2001-db8--1-0-0-1",
+	} {
+		assert.Equal(t, want, DashedIP(netip.MustParseAddr(in)), in)
+	}
+}
+
+func TestManyEndpointsWeights(t *testing.T) {
+	svc := &Service{Namespace: "demo", Name: "big", Type: Headless, Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}}}
+	var eps []Endpoint
+	for i := range 500 {
+		eps = append(eps, ep("", yes, fmt.Sprintf("10.3.%d.%d", i/250, i%250+1)))
+	}
+	s := Build(svc, []*Slice{{ClusterID: "east", Endpoints: eps}}, cfg)
+	require.NotNil(t, s)
+	assert.Len(t, s.Lookup(0, "").A, 500)
+	assert.Len(t, s.Lookup(0, "_http._tcp").SRV, 500)
+	assert.Equal(t, uint16(1), s.Lookup(0, "_http._tcp").SRV[0].(*dns.SRV).Weight)
+}

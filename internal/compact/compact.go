@@ -1,0 +1,286 @@
+// Package compact holds the informer transforms of the mcs plugin: they
+// turn ServiceImports (any served version, and CRD forks that moved ips,
+// type and ports into status) and EndpointSlices into small validated
+// objects that keep only what DNS answers need. The objects satisfy
+// runtime.Object and metav1.Object so that informer stores can key them.
+package compact
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// Import is a transformed ServiceImport.
+type Import struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// Service is the validated view; meaningful only when Err is nil.
+	Service answers.Service
+	// Err says why the object was rejected; a rejected import answers
+	// nothing.
+	Err error
+	// Arrived is when the transform saw this version of the object: the
+	// start of its DNS programming latency.
+	Arrived time.Time
+}
+
+// DeepCopyObject implements runtime.Object.
+func (i *Import) DeepCopyObject() runtime.Object {
+	c := *i
+	i.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	c.Service.IPs = slices.Clone(i.Service.IPs)
+	c.Service.Ports = slices.Clone(i.Service.Ports)
+	return &c
+}
+
+// Slice is a transformed EndpointSlice.
+type Slice struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// ServiceName is the multicluster.kubernetes.io/service-name label.
+	ServiceName string
+	Slice       answers.Slice
+	// Err says why the whole slice was rejected (no endpoints answered).
+	Err error
+	// Skipped counts endpoints left out as malformed; SkipErr is the first
+	// reason.
+	Skipped int
+	SkipErr error
+	Arrived time.Time
+}
+
+// DeepCopyObject implements runtime.Object.
+func (s *Slice) DeepCopyObject() runtime.Object {
+	c := *s
+	s.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	c.Slice.Endpoints = make([]answers.Endpoint, len(s.Slice.Endpoints))
+	for i, ep := range s.Slice.Endpoints {
+		ep.Addresses = slices.Clone(ep.Addresses)
+		c.Slice.Endpoints[i] = ep
+	}
+	return &c
+}
+
+// ServiceKey is the "<namespace>/<service>" the slice belongs to.
+func (s *Slice) ServiceKey() string { return s.Namespace + "/" + s.ServiceName }
+
+func meta(m metav1.Object) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion()}
+}
+
+// ImportFromUnstructured reads a ServiceImport of any served version. It
+// takes type, ips and ports from spec, or from status where spec lacks
+// them (CRD forks). It never fails: a malformed object comes back with Err
+// set.
+func ImportFromUnstructured(u *unstructured.Unstructured, now time.Time) *Import {
+	imp := &Import{ObjectMeta: meta(u), Arrived: now}
+	imp.Service, imp.Err = readImport(u)
+	return imp
+}
+
+func field(u *unstructured.Unstructured, name string) (any, bool) {
+	for _, part := range []string{"spec", "status"} {
+		if v, ok, _ := unstructured.NestedFieldNoCopy(u.Object, part, name); ok && v != nil {
+			if s, isSlice := v.([]any); isSlice && len(s) == 0 {
+				continue
+			}
+			if s, isStr := v.(string); isStr && s == "" {
+				continue
+			}
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+func readImport(u *unstructured.Unstructured) (answers.Service, error) {
+	svc := answers.Service{Namespace: u.GetNamespace(), Name: u.GetName()}
+	if errs := validation.IsDNS1123Label(svc.Name); len(errs) > 0 {
+		return svc, fmt.Errorf("name %q is not a DNS label: %s", svc.Name, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Label(svc.Namespace); len(errs) > 0 {
+		return svc, fmt.Errorf("namespace %q is not a DNS label: %s", svc.Namespace, strings.Join(errs, "; "))
+	}
+	t, _ := field(u, "type")
+	switch t {
+	case "ClusterSetIP":
+		svc.Type = answers.ClusterSetIP
+	case "Headless":
+		svc.Type = answers.Headless
+	default:
+		return svc, fmt.Errorf("type %v is neither ClusterSetIP nor Headless", t)
+	}
+	if v, ok := field(u, "ips"); ok && svc.Type == answers.ClusterSetIP {
+		list, isList := v.([]any)
+		if !isList {
+			return svc, fmt.Errorf("ips is not a list")
+		}
+		for _, x := range list {
+			s, _ := x.(string)
+			ip, err := ParseIP(s)
+			if err != nil {
+				return svc, fmt.Errorf("ips: %w", err)
+			}
+			svc.IPs = append(svc.IPs, ip)
+		}
+	}
+	if v, ok := field(u, "ports"); ok {
+		list, isList := v.([]any)
+		if !isList {
+			return svc, fmt.Errorf("ports is not a list")
+		}
+		for _, x := range list {
+			m, _ := x.(map[string]any)
+			name, _ := m["name"].(string)
+			proto, _ := m["protocol"].(string)
+			p, err := readPort(name, proto, m["port"])
+			if err != nil {
+				return svc, err
+			}
+			svc.Ports = append(svc.Ports, p)
+		}
+	}
+	if v, _ := field(u, "endpointSliceObjects"); v == "Absent" {
+		svc.EndpointsAbsent = true
+	}
+	return svc, nil
+}
+
+func readPort(name, proto string, number any) (answers.Port, error) {
+	var n int64
+	switch x := number.(type) {
+	case int64:
+		n = x
+	case float64:
+		n = int64(x)
+	case int:
+		n = int64(x)
+	}
+	if n < 1 || n > 65535 {
+		return answers.Port{}, fmt.Errorf("port %v is not in 1..65535", number)
+	}
+	if name != "" {
+		if errs := validation.IsValidPortName(name); len(errs) > 0 {
+			return answers.Port{}, fmt.Errorf("port name %q: %s", name, strings.Join(errs, "; "))
+		}
+	}
+	switch proto {
+	case "":
+		proto = "TCP"
+	case "TCP", "UDP", "SCTP":
+	default:
+		return answers.Port{}, fmt.Errorf("port %d: protocol %q is not TCP, UDP or SCTP", n, proto)
+	}
+	return answers.Port{Name: name, Protocol: strings.ToLower(proto), Port: uint16(n)}, nil
+}
+
+// ParseIP parses an IPv4 or IPv6 address as DNS answers can carry it: no
+// zone, no IPv4-mapped IPv6 form.
+func ParseIP(s string) (netip.Addr, error) {
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+	}
+	if ip.Zone() != "" || ip.Is4In6() {
+		return netip.Addr{}, fmt.Errorf("%q is not a plain IPv4 or IPv6 address", s)
+	}
+	return ip, nil
+}
+
+// ErrNoSourceCluster rejects slices without the source-cluster label.
+var ErrNoSourceCluster = errors.New("no " + mcsapi.LabelSourceCluster + " label")
+
+// SliceFromEndpointSlice keeps what DNS needs of an EndpointSlice: the
+// source cluster, and per endpoint its addresses, hostname and readiness
+// (nil ready counts as ready, as in Kubernetes). A slice without a valid
+// source cluster is rejected (Err); a malformed endpoint is skipped.
+func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice {
+	s := &Slice{ObjectMeta: meta(es), Arrived: now, ServiceName: es.Labels[mcsapi.LabelServiceName]}
+	s.Slice.Name = es.Name
+	if errs := validation.IsDNS1123Label(s.ServiceName); len(errs) > 0 {
+		s.Err = fmt.Errorf("%s label %q is not a DNS label", mcsapi.LabelServiceName, s.ServiceName)
+		return s
+	}
+	id, ok := es.Labels[mcsapi.LabelSourceCluster]
+	if !ok || id == "" {
+		s.Err = ErrNoSourceCluster
+		return s
+	}
+	if err := ValidClusterID(id); err != nil {
+		s.Err = err
+		return s
+	}
+	s.Slice.ClusterID = id
+	var v6 bool
+	switch es.AddressType {
+	case discoveryv1.AddressTypeIPv4:
+	case discoveryv1.AddressTypeIPv6:
+		v6 = true
+	default:
+		s.Err = fmt.Errorf("addressType %q is not IPv4 or IPv6", es.AddressType)
+		return s
+	}
+	s.Slice.Endpoints = make([]answers.Endpoint, 0, len(es.Endpoints))
+	skip := func(err error) {
+		s.Skipped++
+		if s.SkipErr == nil {
+			s.SkipErr = err
+		}
+	}
+endpoints:
+	for _, ep := range es.Endpoints {
+		out := answers.Endpoint{Ready: ep.Conditions.Ready == nil || *ep.Conditions.Ready}
+		if ep.Hostname != nil && *ep.Hostname != "" {
+			if errs := validation.IsDNS1123Label(*ep.Hostname); len(errs) > 0 {
+				skip(fmt.Errorf("hostname %q is not a DNS label", *ep.Hostname))
+				continue
+			}
+			out.Hostname = *ep.Hostname
+		}
+		if len(ep.Addresses) == 0 {
+			skip(errors.New("endpoint without addresses"))
+			continue
+		}
+		out.Addresses = make([]netip.Addr, 0, len(ep.Addresses))
+		for _, a := range ep.Addresses {
+			ip, err := ParseIP(a)
+			if err == nil && ip.Is6() != v6 {
+				err = fmt.Errorf("%q is not an %s address", a, es.AddressType)
+			}
+			if err != nil {
+				skip(err)
+				continue endpoints
+			}
+			out.Addresses = append(out.Addresses, ip)
+		}
+		s.Slice.Endpoints = append(s.Slice.Endpoints, out)
+	}
+	return s
+}
+
+// ValidClusterID checks that a cluster ID can be part of DNS names: a
+// lower-case RFC 1123 subdomain (one or more labels of at most 63 octets).
+func ValidClusterID(id string) error {
+	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
+		return fmt.Errorf("cluster ID %q is not a DNS subdomain: %s", id, strings.Join(errs, "; "))
+	}
+	for _, l := range strings.Split(id, ".") {
+		if len(l) > 63 {
+			return fmt.Errorf("cluster ID %q has a label longer than 63 octets", id)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package compact
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+func imp(spec, status map[string]any) *unstructured.Unstructured {
+	obj := map[string]any{
+		"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+		"metadata": map[string]any{"name": "web", "namespace": "demo", "resourceVersion": "7", "managedFields": []any{map[string]any{"manager": "x"}}},
+	}
+	if spec != nil {
+		obj["spec"] = spec
+	}
+	if status != nil {
+		obj["status"] = status
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func port(name, proto string, n int64) map[string]any {
+	return map[string]any{"name": name, "protocol": proto, "port": n}
+}
+
+func TestImportFromUnstructured(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     *unstructured.Unstructured
+		want   answers.Service
+		errSub string
+	}{
+		{"spec", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.1", "fd00::1"},
+			"ports": []any{port("http", "TCP", 80), port("", "UDP", 53)}}, nil),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.ClusterSetIP,
+				IPs:   []netip.Addr{netip.MustParseAddr("10.96.0.1"), netip.MustParseAddr("fd00::1")},
+				Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}, {Protocol: "udp", Port: 53}}}, ""},
+		{"status fork", imp(nil, map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.2"}, "ports": []any{port("http", "", 80)}}),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.ClusterSetIP,
+				IPs: []netip.Addr{netip.MustParseAddr("10.96.0.2")}, Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}}}, ""},
+		{"spec wins over status", imp(map[string]any{"type": "Headless"}, map[string]any{"type": "ClusterSetIP", "endpointSliceObjects": "Absent"}),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.Headless, EndpointsAbsent: true}, ""},
+		{"headless ignores ips", imp(map[string]any{"type": "Headless", "ips": []any{"10.96.0.1"}}, nil),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.Headless}, ""},
+		{"no type", imp(map[string]any{"ips": []any{"10.96.0.1"}}, nil), answers.Service{}, "type"},
+		{"bad type", imp(map[string]any{"type": "LoadBalancer"}, nil), answers.Service{}, "type"},
+		{"bad ip", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.300"}}, nil), answers.Service{}, "not an IP"},
+		{"mapped ip", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"::ffff:10.0.0.1"}}, nil), answers.Service{}, "plain"},
+		{"bad port name", imp(map[string]any{"type": "ClusterSetIP", "ports": []any{port("Bad_Name", "TCP", 80)}}, nil), answers.Service{}, "port name"},
+		{"bad port", imp(map[string]any{"type": "ClusterSetIP", "ports": []any{port("http", "TCP", 0)}}, nil), answers.Service{}, "port"},
+		{"bad protocol", imp(map[string]any{"type": "ClusterSetIP", "ports": []any{port("http", "HTTP", 80)}}, nil), answers.Service{}, "protocol"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ImportFromUnstructured(tt.in, time.Now())
+			if tt.errSub != "" {
+				require.Error(t, got.Err)
+				assert.Contains(t, got.Err.Error(), tt.errSub)
+				return
+			}
+			require.NoError(t, got.Err)
+			assert.Equal(t, tt.want, got.Service)
+			assert.Empty(t, got.ManagedFields, "transform keeps no managedFields")
+			key, err := cache.MetaNamespaceKeyFunc(got)
+			require.NoError(t, err)
+			assert.Equal(t, "demo/web", key)
+			cp := got.DeepCopyObject().(*Import)
+			assert.Equal(t, got.Service, cp.Service)
+		})
+	}
+}
+
+func TestImportBadName(t *testing.T) {
+	u := imp(map[string]any{"type": "ClusterSetIP"}, nil)
+	u.SetName("a.b")
+	assert.Error(t, ImportFromUnstructured(u, time.Now()).Err)
+}
+
+func slice(labels map[string]string, at discoveryv1.AddressType, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "db-east", Namespace: "demo", Labels: labels, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		AddressType: at, Endpoints: eps,
+	}
+}
+
+func labels(id string) map[string]string {
+	l := map[string]string{mcsapi.LabelServiceName: "db"}
+	if id != "" {
+		l[mcsapi.LabelSourceCluster] = id
+	}
+	return l
+}
+
+func TestSliceFromEndpointSlice(t *testing.T) {
+	s := SliceFromEndpointSlice(slice(labels("west.eu"), discoveryv1.AddressTypeIPv4,
+		discoveryv1.Endpoint{Addresses: []string{"10.1.0.5"}, Hostname: ptr.To("db-0"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+		discoveryv1.Endpoint{Addresses: []string{"10.1.0.6"}},                                                           // nil ready
+		discoveryv1.Endpoint{Addresses: []string{"10.1.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
+		discoveryv1.Endpoint{Addresses: []string{"10.1.0.999"}},                                                         // bad IP: skipped
+		discoveryv1.Endpoint{Addresses: []string{"fd00::1"}},                                                            // wrong family
+		discoveryv1.Endpoint{Addresses: []string{"10.1.0.8"}, Hostname: ptr.To("Not_A_Label")},                          // bad hostname
+	), time.Now())
+	require.NoError(t, s.Err)
+	assert.Equal(t, "demo/db", s.ServiceKey())
+	assert.Equal(t, "west.eu", s.Slice.ClusterID)
+	assert.Equal(t, 3, s.Skipped)
+	assert.Error(t, s.SkipErr)
+	assert.Equal(t, []answers.Endpoint{
+		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.5")}, Hostname: "db-0", Ready: true},
+		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.6")}, Ready: true},
+		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.7")}, Ready: false},
+	}, s.Slice.Endpoints)
+	assert.Empty(t, s.ManagedFields)
+	assert.Empty(t, s.Labels, "labels are kept as fields, not as a map")
+	cp := s.DeepCopyObject().(*Slice)
+	assert.Equal(t, s.Slice, cp.Slice)
+}
+
+func TestSliceRejected(t *testing.T) {
+	for name, es := range map[string]*discoveryv1.EndpointSlice{
+		"no source cluster": slice(labels(""), discoveryv1.AddressTypeIPv4),
+		"bad cluster id":    slice(labels("East_1"), discoveryv1.AddressTypeIPv4),
+		"fqdn":              slice(labels("east"), discoveryv1.AddressTypeFQDN),
+		"bad service name":  slice(map[string]string{mcsapi.LabelServiceName: "a.b", mcsapi.LabelSourceCluster: "east"}, discoveryv1.AddressTypeIPv4),
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Error(t, SliceFromEndpointSlice(es, time.Now()).Err)
+		})
+	}
+}
+
+func TestValidClusterID(t *testing.T) {
+	assert.NoError(t, ValidClusterID("east"))
+	assert.NoError(t, ValidClusterID("cluster-1.eu-west.prod"))
+	assert.Error(t, ValidClusterID("-east"))
+	assert.Error(t, ValidClusterID("East"))
+	assert.Error(t, ValidClusterID(""))
+}

@@ -1,0 +1,366 @@
+package mcs
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/compact"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// byService indexes compact slices by "<namespace>/<service>".
+const byService = "service"
+
+// controller keeps the informers and turns their events into published
+// answers, one service at a time.
+type controller struct {
+	rest       *rest.Config
+	namespaces []string // nil: all
+	index      *answers.Index
+	acfg       answers.Config
+
+	synced atomic.Bool
+	// version is the ServiceImport version being watched, once known.
+	version atomic.Pointer[schema.GroupVersionResource]
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// sources by namespace ("" when watching all); written before the
+	// informers start, read-only afterwards.
+	sources map[string]*source
+
+	// locks serialise the rebuilds of one service (read objects, build,
+	// publish), so that the last writer always publishes the latest
+	// state; different services rebuild in parallel.
+	locks [64]sync.Mutex
+	seed  maphash.Seed
+
+	// absentLogged remembers the imports whose endpointSliceObjects:
+	// Absent has been logged.
+	absentLogged sync.Map
+	// published are the gauge contributions of this controller, removed
+	// again when it stops (reloads run two for a moment).
+	published struct {
+		sync.Mutex
+		imports   [3]float64
+		endpoints float64
+	}
+}
+
+type source struct {
+	imports, slices cache.SharedIndexInformer
+}
+
+func newController(restCfg *rest.Config, namespaces []string, ix *answers.Index, acfg answers.Config) *controller {
+	cfg := rest.CopyConfig(restCfg)
+	cfg.UserAgent = "coredns-mcs"
+	return &controller{rest: cfg, namespaces: namespaces, index: ix, acfg: acfg, seed: maphash.MakeSeed()}
+}
+
+func (c *controller) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.done = make(chan struct{})
+	go c.run(ctx)
+}
+
+// stop stops the informers and waits for every goroutine of the
+// controller to end.
+func (c *controller) stop() {
+	if c.cancel == nil {
+		return
+	}
+	c.cancel()
+	<-c.done
+	c.cancel = nil
+	c.published.Lock()
+	for t, n := range c.published.imports {
+		if n != 0 {
+			importsServed.WithLabelValues(answers.Type(t).String()).Sub(n)
+		}
+	}
+	endpointsServed.Sub(c.published.endpoints)
+	c.published.imports = [3]float64{}
+	c.published.endpoints = 0
+	c.published.Unlock()
+}
+
+func (c *controller) run(ctx context.Context) {
+	defer close(c.done)
+	kube, err := kubernetes.NewForConfig(c.rest)
+	if err != nil {
+		log.Errorf("kubernetes client: %v", err)
+		return
+	}
+	dyn, err := dynamic.NewForConfig(c.rest)
+	if err != nil {
+		log.Errorf("dynamic client: %v", err)
+		return
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(c.rest)
+	if err != nil {
+		log.Errorf("discovery client: %v", err)
+		return
+	}
+	gvr, ok := c.discover(ctx, disc)
+	if !ok {
+		return
+	}
+	c.version.Store(&gvr)
+
+	scopes := c.namespaces
+	if len(scopes) == 0 {
+		scopes = []string{metav1.NamespaceAll}
+	}
+	c.sources = make(map[string]*source, len(scopes))
+	var synced []cache.InformerSynced
+	for _, ns := range scopes {
+		src := &source{
+			imports: dynamicinformer.NewFilteredDynamicInformer(dyn, gvr, ns, 0, cache.Indexers{}, nil).Informer(),
+			slices: discoveryinformers.NewFilteredEndpointSliceInformer(kube, ns, 0,
+				cache.Indexers{byService: indexByService},
+				func(o *metav1.ListOptions) { o.LabelSelector = mcsapi.LabelServiceName }),
+		}
+		c.sources[ns] = src
+		if err := c.wire(src); err != nil {
+			log.Errorf("informers: %v", err)
+			return
+		}
+		for _, inf := range []cache.SharedIndexInformer{src.imports, src.slices} {
+			reg, err := inf.AddEventHandler(c.handler(inf == src.imports))
+			if err != nil {
+				log.Errorf("informers: %v", err)
+				return
+			}
+			synced = append(synced, reg.HasSynced)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, src := range c.sources {
+		for _, inf := range []cache.SharedIndexInformer{src.imports, src.slices} {
+			wg.Go(func() { inf.RunWithContext(ctx) })
+		}
+	}
+	// Handlers run synchronously, so a synced registration means its
+	// initial objects are answered.
+	if cache.WaitForCacheSync(ctx.Done(), synced...) {
+		c.synced.Store(true)
+		log.Infof("synced: serving %s %s and EndpointSlices", gvr.Resource, gvr.GroupVersion())
+	}
+	<-ctx.Done()
+	wg.Wait()
+}
+
+// discover finds the ServiceImport version the cluster serves, retrying
+// until it does (the CRDs may come later) or ctx ends.
+func (c *controller) discover(ctx context.Context, disc discovery.DiscoveryInterface) (schema.GroupVersionResource, bool) {
+	backoff := 500 * time.Millisecond
+	for {
+		gvr, err := mcsapi.ServedVersion(disc, mcsapi.ServiceImports)
+		if err == nil {
+			return gvr, true
+		}
+		log.Warningf("finding the served ServiceImport version (retrying in %v): %v", backoff, err)
+		watchErrors.WithLabelValues(mcsapi.ServiceImports).Inc()
+		select {
+		case <-ctx.Done():
+			return schema.GroupVersionResource{}, false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+func indexByService(obj any) ([]string, error) {
+	if s, ok := obj.(*compact.Slice); ok {
+		return []string{s.ServiceKey()}, nil
+	}
+	return nil, nil
+}
+
+// wire sets the transforms and watch error handlers of a source.
+func (c *controller) wire(src *source) error {
+	return errors.Join(
+		src.imports.SetTransform(transformImport),
+		src.slices.SetTransform(transformSlice),
+		src.imports.SetWatchErrorHandlerWithContext(watchErrorHandler(mcsapi.ServiceImports)),
+		src.slices.SetWatchErrorHandlerWithContext(watchErrorHandler("endpointslices")),
+	)
+}
+
+func watchErrorHandler(resource string) cache.WatchErrorHandlerWithContext {
+	return func(_ context.Context, _ *cache.Reflector, err error) {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return // the server closed a watch; the reflector resumes it
+		}
+		watchErrors.WithLabelValues(resource).Inc()
+		log.Warningf("watching %s (serving the last answers meanwhile): %v", resource, err)
+	}
+}
+
+// transformImport turns a ServiceImport into a compact.Import as it
+// enters the informer; malformed ones are logged and counted here, once
+// per arriving version.
+func transformImport(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // already transformed, or a tombstone
+	}
+	imp := compact.ImportFromUnstructured(u, time.Now())
+	if imp.Err != nil {
+		rejectedObjects.WithLabelValues(kindServiceImport).Inc()
+		log.Warningf("skipping ServiceImport %s/%s: %v", imp.Namespace, imp.Name, imp.Err)
+	}
+	return imp, nil
+}
+
+func transformSlice(obj any) (any, error) {
+	es, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	s := compact.SliceFromEndpointSlice(es, time.Now())
+	if s.Err != nil {
+		rejectedObjects.WithLabelValues(kindEndpointSlice).Inc()
+		log.Warningf("skipping EndpointSlice %s/%s: %v", s.Namespace, s.Name, s.Err)
+	} else if s.Skipped > 0 {
+		rejectedObjects.WithLabelValues(kindEndpoint).Add(float64(s.Skipped))
+		log.Warningf("EndpointSlice %s/%s: skipping %d malformed endpoint(s): %v", s.Namespace, s.Name, s.Skipped, s.SkipErr)
+	}
+	return s, nil
+}
+
+// handler maps informer events to the services they change.
+func (c *controller) handler(imports bool) cache.ResourceEventHandler {
+	keys := func(obj any) (ns, name string, arrived time.Time, ok bool) {
+		if t, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+			obj = t.Obj
+		}
+		switch o := obj.(type) {
+		case *compact.Import:
+			return o.Namespace, o.Name, o.Arrived, true
+		case *compact.Slice:
+			return o.Namespace, o.ServiceName, o.Arrived, true
+		}
+		return "", "", time.Time{}, false
+	}
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, _ bool) {
+			if ns, name, arrived, ok := keys(obj); ok {
+				c.sync(ns, name, arrived)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			ns, name, arrived, ok := keys(newObj)
+			if !ok {
+				return
+			}
+			if !imports {
+				if ons, oname, _, ok := keys(oldObj); ok && (ons != ns || oname != name) {
+					c.sync(ons, oname, arrived)
+				}
+			}
+			c.sync(ns, name, arrived)
+		},
+		DeleteFunc: func(obj any) {
+			if ns, name, _, ok := keys(obj); ok {
+				c.sync(ns, name, time.Now())
+			}
+		},
+	}
+}
+
+func (c *controller) lock(key string) *sync.Mutex {
+	return &c.locks[maphash.String(c.seed, key)%uint64(len(c.locks))]
+}
+
+// sync rebuilds and publishes the answers of one service from the
+// informer stores. Its cost grows with that service's size only.
+func (c *controller) sync(ns, name string, arrived time.Time) {
+	src := c.sources[ns]
+	if src == nil {
+		src = c.sources[metav1.NamespaceAll]
+	}
+	if src == nil {
+		return
+	}
+	storeKey := ns + "/" + name
+	mu := c.lock(storeKey)
+	mu.Lock()
+	defer mu.Unlock()
+
+	var set *answers.Set
+	obj, exists, _ := src.imports.GetIndexer().GetByKey(storeKey)
+	imp, _ := obj.(*compact.Import)
+	if exists && imp != nil && imp.Err == nil {
+		if imp.Service.Type == answers.Headless && imp.Service.EndpointsAbsent {
+			if _, logged := c.absentLogged.LoadOrStore(storeKey, true); !logged {
+				log.Warningf("ServiceImport %s: status.endpointSliceObjects is Absent, no endpoint answers", storeKey)
+			}
+		} else {
+			c.absentLogged.Delete(storeKey)
+		}
+		objs, _ := src.slices.GetIndexer().ByIndex(byService, storeKey)
+		sl := make([]*answers.Slice, 0, len(objs))
+		for _, o := range objs {
+			if s, ok := o.(*compact.Slice); ok && s.Err == nil {
+				sl = append(sl, &s.Slice)
+			}
+		}
+		set = answers.Build(&imp.Service, sl, c.acfg)
+	} else {
+		c.absentLogged.Delete(storeKey)
+	}
+	old := c.index.Put(answers.Key(ns, name), set)
+	if old == nil && set == nil {
+		return
+	}
+	programmingLatency.Observe(time.Since(arrived).Seconds())
+	c.account(old, set)
+}
+
+// account moves the served gauges by the difference between two sets.
+func (c *controller) account(old, set *answers.Set) {
+	c.published.Lock()
+	defer c.published.Unlock()
+	for _, s := range []struct {
+		set  *answers.Set
+		sign float64
+	}{{old, -1}, {set, +1}} {
+		if s.set == nil {
+			continue
+		}
+		importsServed.WithLabelValues(s.set.Type().String()).Add(s.sign)
+		c.published.imports[s.set.Type()] += s.sign
+		n := s.sign * float64(s.set.Endpoints())
+		endpointsServed.Add(n)
+		c.published.endpoints += n
+	}
+}
+
+// servedVersion returns the watched ServiceImport version ("" until known).
+func (c *controller) servedVersion() string {
+	if v := c.version.Load(); v != nil {
+		return v.Version
+	}
+	return ""
+}

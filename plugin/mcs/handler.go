@@ -1,0 +1,180 @@
+package mcs
+
+import (
+	"context"
+
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/request"
+	"github.com/miekg/dns"
+
+	"github.com/mcs-dns/mcs-dns/internal/dnsname"
+)
+
+// Name implements plugin.Handler.
+func (p *MCS) Name() string { return pluginName }
+
+// result is what a query resolves to before it is written.
+type result struct {
+	rcode         int
+	answer, extra []dns.RR
+	// soa answers with the zone's SOA (it depends on the serial).
+	soa bool
+}
+
+var (
+	nxdomain = result{rcode: dns.RcodeNameError}
+	nodata   = result{rcode: dns.RcodeSuccess}
+)
+
+// ServeDNS implements plugin.Handler. Queries read the published answers
+// only: no locks, no API calls, no lister scans.
+func (p *MCS) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	if len(r.Question) != 1 {
+		return plugin.NextOrFailure(p.Name(), p.Next, ctx, w, r)
+	}
+	q := r.Question[0]
+	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
+		return plugin.NextOrFailure(p.Name(), p.Next, ctx, w, r)
+	}
+	qname := dnsname.Lower(q.Name)
+	zi := dnsname.Match(qname, p.zoneNames)
+	if zi < 0 {
+		return plugin.NextOrFailure(p.Name(), p.Next, ctx, w, r)
+	}
+	if q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
+		return dns.RcodeRefused, nil
+	}
+	z := p.zones[zi]
+	res := p.resolve(qname, z, q.Qtype)
+	if res.rcode == dns.RcodeNameError {
+		if p.cfg.fall.Through(qname) {
+			return plugin.NextOrFailure(p.Name(), p.Next, ctx, w, r)
+		}
+		if !p.synced() {
+			// Do not let caches remember a negative answer that only
+			// says we have not read the API yet.
+			return dns.RcodeServerFailure, nil
+		}
+	}
+	p.write(w, r, z, &res)
+	return dns.RcodeSuccess, nil
+}
+
+// resolve answers qname (lower case, in z) for qtype.
+func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
+	if qname == z.name {
+		return z.apex(qtype)
+	}
+	if z.reverse {
+		rrs := p.index.PTR(qname)
+		switch {
+		case rrs == nil:
+			return nxdomain
+		case qtype == dns.TypePTR:
+			return result{answer: rrs}
+		}
+		return nodata
+	}
+	n := dnsname.Parse(qname, z.name)
+	switch n.Kind {
+	case dnsname.DNSVersion:
+		if qtype == dns.TypeTXT {
+			return result{answer: z.txt}
+		}
+		return nodata
+	case dnsname.NSHost:
+		a := z.addrs.Load()
+		switch qtype {
+		case dns.TypeA:
+			return result{answer: a.a}
+		case dns.TypeAAAA:
+			return result{answer: a.aaaa}
+		}
+		return nodata
+	case dnsname.DNSNode, dnsname.SvcNode:
+		return nodata
+	case dnsname.Namespace:
+		if p.index.HasNamespace(n.Namespace) {
+			return nodata
+		}
+		return nxdomain
+	case dnsname.Service:
+		node := p.index.Service(n.Key).Lookup(z.fwd, n.Prefix)
+		if node == nil {
+			return nxdomain
+		}
+		answer, extra := node.Records(qtype)
+		return result{answer: answer, extra: extra}
+	}
+	return nxdomain
+}
+
+// apex answers the zone's own name: SOA, NS (with the addresses of its
+// target as extras), NODATA for other types.
+func (z *zone) apex(qtype uint16) result {
+	switch qtype {
+	case dns.TypeSOA:
+		return result{soa: true}
+	case dns.TypeNS:
+		return result{answer: z.ns, extra: z.addrs.Load().all}
+	}
+	return nodata
+}
+
+// write sends the reply: the answer, or for negative answers (NXDOMAIN,
+// NODATA) the zone SOA in the authority section (RFC 2308), fitted to the
+// client's buffer.
+func (p *MCS) write(w dns.ResponseWriter, r *dns.Msg, z *zone, res *result) {
+	m := new(dns.Msg)
+	m.SetRcode(r, res.rcode)
+	m.Authoritative = true
+	switch {
+	case res.soa:
+		m.Answer = []dns.RR{z.soaRR(p.index.Serial())}
+	case len(res.answer) > 0:
+		// Fresh slices: later plugins and the server may append to or
+		// reorder them; the records themselves are shared and must
+		// not be modified.
+		m.Answer = make([]dns.RR, len(res.answer))
+		copy(m.Answer, res.answer)
+	default:
+		m.Ns = []dns.RR{z.soaRR(p.index.Serial())}
+	}
+	if len(res.extra) > 0 {
+		m.Extra = make([]dns.RR, len(res.extra), len(res.extra)+1)
+		copy(m.Extra, res.extra)
+	}
+	state := request.Request{W: w, Req: r}
+	state.SizeAndDo(m)
+	fit(m, state.Size())
+	_ = w.WriteMsg(m)
+}
+
+// fit makes m fit in size octets (the client's EDNS0 buffer over UDP, at
+// least 512; 64 KiB over TCP). Additional records go first, without
+// setting TC, since the answer is complete without them (the OPT record
+// stays). Only when the answer section itself does not fit is it cut and
+// TC set, so that the client retries over TCP. (dns.Msg.Truncate alone
+// would set TC when it drops only additional records.)
+func fit(m *dns.Msg, size int) {
+	if size < dns.MinMsgSize {
+		size = dns.MinMsgSize
+	}
+	if m.Len() <= size {
+		return
+	}
+	m.Compress = true
+	if m.Len() <= size {
+		return
+	}
+	opt := m.IsEdns0()
+	m.Extra = m.Extra[:0]
+	if opt != nil {
+		m.Extra = append(m.Extra, opt)
+	}
+	if m.Len() <= size {
+		return
+	}
+	m.Truncate(size)
+	m.Truncated = true
+}

@@ -1,0 +1,54 @@
+package mcs
+
+import (
+	"github.com/coredns/coredns/plugin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Metrics of the plugin. No label grows with services, pods or IPs.
+var (
+	importsServed = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "mcs",
+		Name:      "imports",
+		Help:      "ServiceImports with answers, by type (ClusterSetIP, Headless).",
+	}, []string{"type"})
+
+	endpointsServed = promauto.NewGauge(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "mcs",
+		Name:      "endpoints",
+		Help:      "Ready endpoints of headless ServiceImports with answers.",
+	})
+
+	rejectedObjects = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "mcs",
+		Name:      "rejected_objects_total",
+		Help:      "Malformed objects skipped, by kind (serviceimport, endpointslice, endpoint).",
+	}, []string{"kind"})
+
+	programmingLatency = promauto.NewHistogram(prometheus.HistogramOpts{
+		Namespace:                   plugin.Namespace,
+		Subsystem:                   "mcs",
+		Name:                        "programming_duration_seconds",
+		Help:                        "Time from a watch event arriving to its answers being served.",
+		Buckets:                     prometheus.ExponentialBuckets(0.0001, 2, 18), // 100µs .. 13s
+		NativeHistogramBucketFactor: plugin.NativeHistogramBucketFactor,
+	})
+
+	watchErrors = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "mcs",
+		Name:      "watch_errors_total",
+		Help:      "Errors listing or watching the API server, by resource.",
+	}, []string{"resource"})
+)
+
+// Rejected-object kinds.
+const (
+	kindServiceImport = "serviceimport"
+	kindEndpointSlice = "endpointslice"
+	kindEndpoint      = "endpoint"
+)
