@@ -58,7 +58,7 @@ func newMCS(cfg *config, restCfg *rest.Config) *MCS {
 	fi := 0
 	for _, name := range cfg.zones {
 		z := &zone{name: name, ttl: cfg.ttl, fwd: -1}
-		if dnsutil.IsReverse(name) > 0 {
+		if isReverse(name) {
 			z.reverse = true
 			z.nsName = dnsutil.Join("ns.dns", fwd[0])
 			z.mbox = dnsutil.Join("hostmaster", fwd[0])

@@ -8,7 +8,6 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
-	"github.com/coredns/coredns/plugin/pkg/dnsutil"
 	"github.com/coredns/coredns/plugin/pkg/fall"
 	clog "github.com/coredns/coredns/plugin/pkg/log"
 	"github.com/miekg/dns"
@@ -48,7 +47,7 @@ type config struct {
 func (c *config) forwardZones() []string {
 	var out []string
 	for _, z := range c.zones {
-		if dnsutil.IsReverse(z) == 0 {
+		if !isReverse(z) {
 			out = append(out, z)
 		}
 	}
@@ -182,7 +181,7 @@ func parseZones(c *caddy.Controller, args []string) ([]string, error) {
 	}
 	fwd := 0
 	for _, z := range zones {
-		if dnsutil.IsReverse(z) == 0 {
+		if !isReverse(z) {
 			fwd++
 		}
 	}
@@ -190,6 +189,17 @@ func parseZones(c *caddy.Controller, args []string) ([]string, error) {
 		return nil, c.Errf("zones %v: at least one zone must be a forward (non-reverse) zone", args)
 	}
 	return zones, nil
+}
+
+// isReverse reports whether zone is in-addr.arpa., ip6.arpa. or below
+// them (dnsutil.IsReverse misses the two themselves).
+func isReverse(zone string) bool {
+	for _, r := range []string{"in-addr.arpa.", "ip6.arpa."} {
+		if zone == r || strings.HasSuffix(zone, "."+r) {
+			return true
+		}
+	}
+	return false
 }
 
 // validZone accepts lower-case FQDNs of letters, digits, '-' and '_'.

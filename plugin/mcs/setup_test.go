@@ -1,0 +1,138 @@
+package mcs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coredns/caddy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// writeKubeconfig writes a kubeconfig with contexts "one" and "two"; the
+// server is never contacted by parse.
+func writeKubeconfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: one
+  cluster: {server: "https://127.0.0.1:1"}
+- name: two
+  cluster: {server: "https://127.0.0.1:2"}
+users:
+- name: u
+  user: {token: x}
+contexts:
+- name: one
+  context: {cluster: one, user: u}
+- name: two
+  context: {cluster: two, user: u}
+current-context: one
+`), 0o600))
+	return path
+}
+
+func TestParse(t *testing.T) {
+	kc := writeKubeconfig(t)
+	tests := []struct {
+		name  string
+		input string
+		check func(t *testing.T, c *config)
+	}{
+		{"defaults", "mcs", func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"clusterset.local."}, c.zones)
+			assert.Equal(t, uint32(5), c.ttl)
+			assert.Nil(t, c.rest, "in-cluster config")
+			assert.Empty(t, c.fall.Zones)
+		}},
+		{"zones and reverse", "mcs ClusterSet.Local. 10.in-addr.arpa ip6.arpa", func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"clusterset.local.", "10.in-addr.arpa.", "ip6.arpa."}, c.zones)
+			assert.Equal(t, []string{"clusterset.local."}, c.forwardZones())
+		}},
+		{"cidr zone", "mcs clusterset.local 10.250.0.0/16", func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"clusterset.local.", "250.10.in-addr.arpa."}, c.zones)
+		}},
+		{"kubeconfig", "mcs {\n kubeconfig " + kc + "\n}", func(t *testing.T, c *config) {
+			require.NotNil(t, c.rest)
+			assert.Equal(t, "https://127.0.0.1:1", c.rest.Host)
+		}},
+		{"kubeconfig context", "mcs {\n kubeconfig " + kc + " two\n}", func(t *testing.T, c *config) {
+			assert.Equal(t, "https://127.0.0.1:2", c.rest.Host)
+			assert.Equal(t, "two", c.context)
+		}},
+		{"ttl", "mcs {\n ttl 0\n}", func(t *testing.T, c *config) { assert.Equal(t, uint32(0), c.ttl) }},
+		{"ttl max", "mcs {\n ttl 3600\n}", func(t *testing.T, c *config) { assert.Equal(t, uint32(3600), c.ttl) }},
+		{"fallthrough all", "mcs {\n fallthrough\n}", func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"."}, c.fall.Zones)
+		}},
+		{"fallthrough zones", "mcs clusterset.local in-addr.arpa {\n fallthrough in-addr.arpa\n}", func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"in-addr.arpa."}, c.fall.Zones)
+		}},
+		{"namespaces", "mcs {\n namespaces demo prod\n}", func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"demo", "prod"}, c.namespaces)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parse(caddy.NewTestController("dns", tt.input))
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	kc := writeKubeconfig(t)
+	tests := []struct {
+		name, input string
+		// want are substrings the error must hold: the problem and the line.
+		want []string
+	}{
+		{"unknown option", "mcs {\n ttl 5\n pods insecure\n}", []string{`unknown property "pods"`, ":3 "}},
+		{"ttl arity", "mcs {\n ttl\n}", []string{"Wrong argument count", "ttl", ":2 "}},
+		{"ttl two args", "mcs {\n ttl 5 6\n}", []string{"Wrong argument count", ":2 "}},
+		{"ttl not a number", "mcs {\n ttl five\n}", []string{`ttl "five"`, "0..3600", ":2 "}},
+		{"ttl negative", "mcs {\n ttl -1\n}", []string{`ttl "-1"`}},
+		{"ttl too big", "mcs {\n\n ttl 3601\n}", []string{`ttl "3601"`, ":3 "}},
+		{"kubeconfig arity", "mcs {\n kubeconfig\n}", []string{"Wrong argument count", "kubeconfig"}},
+		{"kubeconfig three args", "mcs {\n kubeconfig a b c\n}", []string{"Wrong argument count"}},
+		{"unreadable kubeconfig", "mcs {\n kubeconfig /nonexistent/kubeconfig\n}", []string{"kubeconfig /nonexistent/kubeconfig", ":2 "}},
+		{"unknown context", "mcs {\n kubeconfig " + kc + " nope\n}", []string{"kubeconfig", `"nope"`, ":2 "}},
+		{"bad zone", "mcs clusterset..local", []string{"clusterset..local", ":1 "}},
+		{"bad zone chars", "mcs cluster/set.local", []string{`zone "cluster/set.local"`}},
+		{"zone with port", "mcs clusterset.local:53", []string{"no port"}},
+		{"only reverse zones", "mcs in-addr.arpa", []string{"forward"}},
+		{"namespaces arity", "mcs {\n namespaces\n}", []string{"Wrong argument count"}},
+		{"bad namespace", "mcs {\n namespaces Demo\n}", []string{`"Demo"`}},
+		{"twice", "mcs\nmcs", []string{"once"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parse(caddy.NewTestController("dns", tt.input))
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// TestSetupErrorIsPluginError checks that start-up fails with a
+// plugin.Error naming the plugin and the line.
+func TestSetupErrorIsPluginError(t *testing.T) {
+	err := setup(caddy.NewTestController("dns", "mcs {\n ttl 9999\n}"))
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), "plugin/mcs: "), err.Error())
+	assert.Contains(t, err.Error(), "Testfile:2")
+}
+
+func TestSetupWithoutKubeconfigOutsideCluster(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	err := setup(caddy.NewTestController("dns", "mcs"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "in-cluster")
+}
