@@ -200,6 +200,7 @@ func (a *Asker) Check(q Query) Result {
 		return Result{Detail: "error: " + err.Error()}
 	}
 	res := Result{TC: r.Truncated, NAns: len(r.Answer)}
+	r.Compress = true // as sent: the size on the wire
 	if packed, err := r.Pack(); err == nil {
 		res.Size = len(packed)
 	}

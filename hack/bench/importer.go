@@ -27,6 +27,8 @@ import (
 // ImporterResult is the importer part of the bench.
 type ImporterResult struct {
 	NotDone            string           `json:"not_done,omitempty"`
+	Server             string           `json:"server"`
+	ExportType         string           `json:"export_type"`
 	Exporter           string           `json:"exporter"`
 	Importers          []string         `json:"importers"`
 	Exports            int              `json:"exports"`
@@ -60,10 +62,12 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 		logf("importer: %s", res.NotDone)
 		return nil
 	}
-	if _, gone := b.Results.Unavailable["a"]; gone {
-		res.NotDone = "the mcs plugin is not available, so no CoreDNS can answer the imports"
+	sid := b.Opt.ImporterServer
+	if _, gone := b.Results.Unavailable[sid]; gone {
+		res.NotDone = fmt.Sprintf("server %s (%s) is not available, so no CoreDNS can answer the imports", sid, serverLabels[sid])
 		return nil
 	}
+	res.Server = sid
 	names := []string{"east", "west", "north"}
 	res.Exporter, res.Importers = names[0], names[1:]
 	t0 := time.Now()
@@ -95,7 +99,7 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 	defer procs.Stop(imp)
 	servers := map[string]*Server{}
 	for _, n := range res.Importers {
-		srv, err := b.startServerFor("a", "importer-"+n, kc, n)
+		srv, err := b.startServerFor(sid, "importer-"+n, kc, n)
 		if err != nil {
 			return err
 		}
@@ -125,12 +129,18 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 	n := b.Opt.Exports
 	svcName := func(i int) string { return fmt.Sprintf("exp-%04d", i) }
 	// The Services and their endpoints exist first (not timed): exporting is the event.
+	headless := b.Opt.ExportType != "clustersetip"
+	svcSpec := corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: portName, Port: cipPort, Protocol: corev1.ProtocolTCP}}}
+	if headless {
+		svcSpec.ClusterIP = corev1.ClusterIPNone
+	}
+	epIP := func(i int) string { return addrAdd(mustAddr("10.200.0.0"), uint32(i+1)).String() }
 	var jobs []func(context.Context) error
 	for i := range n {
 		jobs = append(jobs, func(ctx context.Context) error {
 			_, err := loader.Kube.CoreV1().Services(impNS).Create(ctx, &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: svcName(i)},
-				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: portName, Port: cipPort, Protocol: corev1.ProtocolTCP}}},
+				Spec:       svcSpec,
 			}, metav1.CreateOptions{})
 			if err != nil && !apierrors.IsAlreadyExists(err) {
 				return err
@@ -140,7 +150,7 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 					discoveryv1.LabelServiceName: svcName(i), discoveryv1.LabelManagedBy: "bench.mcs-dns.io"}},
 				AddressType: discoveryv1.AddressTypeIPv4,
 				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
-				Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addrAdd(mustAddr("10.200.0.0"), uint32(i+1)).String()},
+				Endpoints: []discoveryv1.Endpoint{{Addresses: []string{epIP(i)},
 					Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 			}, metav1.CreateOptions{})
 			return err
@@ -216,7 +226,7 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 				for j := range ch {
 					name := svcName(j.i) + "." + impNS + ".svc." + Zone
 					r, _, err := cl.Exchange(newMsg(name, dns.TypeA), servers[j.c].Addr())
-					if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0 {
+					if err == nil && answeredImport(r, headless, epIP(j.i)) {
 						now := time.Now()
 						mu.Lock()
 						answered[j.c][j.i] = now
@@ -261,7 +271,14 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 	if !last.IsZero() {
 		res.AllSeconds = last.Sub(start).Seconds()
 	}
-	res.Detail = "Latency per export: from its create being acknowledged to both other clusters' CoreDNS answering its A record; every pending name is re-asked in a loop (resolution: one sweep of the pending names, a few ms to ~100 ms)."
+	res.Detail = "Exported Services: " + b.Opt.ExportType + ", one ready endpoint each. Latency per export: from its create being acknowledged to both other clusters' CoreDNS answering its A query "
+	if headless {
+		res.Detail += "with the endpoint's address"
+	} else {
+		res.Detail += "with NOERROR (the name exists; the importer may assign no VIP)"
+	}
+	res.Detail += "; every pending name is re-asked in a loop (resolution: one sweep of the pending names, a few ms to ~100 ms)."
+	res.ExportType = b.Opt.ExportType
 	logf("importer: export-to-answer p50 %.0f ms p99 %.0f ms max %.0f ms; all answered after %.2f s; %d unanswered", res.P50Ms, res.P99Ms, res.MaxMs, res.AllSeconds, res.Unanswered)
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -388,3 +405,20 @@ func waitAnyAnswer(ctx context.Context, s *Server, timeout time.Duration) error 
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// answeredImport: a headless import answers with the endpoint's address; a
+// ClusterSetIP import answers NOERROR (with its VIP, if it has one).
+func answeredImport(r *dns.Msg, headless bool, ip string) bool {
+	if r.Rcode != dns.RcodeSuccess {
+		return false
+	}
+	if !headless {
+		return true
+	}
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*dns.A); ok && a.A.String() == ip {
+			return true
+		}
+	}
+	return false
+}

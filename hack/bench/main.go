@@ -47,6 +47,8 @@ type Options struct {
 	Workers        int
 	Only           string
 	Skip           string
+	ImporterServer string
+	ExportType     string
 }
 
 func (o Options) phase(name string) bool {
@@ -95,6 +97,8 @@ func main() {
 	flag.IntVar(&o.Workers, "workers", 48, "parallel creates when loading fixtures")
 	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,startup,10x,importer,gobench")
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
+	flag.StringVar(&o.ExportType, "export-type", "headless", "importer: type of the exported Services, headless (answered: A = the endpoint's IP) or clustersetip (answered: NOERROR, since the importer may assign no VIP)")
+	flag.StringVar(&o.ImporterServer, "importer-server", "a", "importer: which server (a or b) answers for the importing clusters")
 	flag.Parse()
 
 	os.Exit(run(o))

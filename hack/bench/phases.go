@@ -241,9 +241,9 @@ func fetch(ctx context.Context, url, path string) error {
 func (b *Bench) startupPhase(ctx context.Context, size string, s Sizes) {
 	o := b.Opt
 	for r := 1; r <= o.Rounds; r++ {
-		ids := []string{"a", "b"}
+		ids := []string{"a", "b", "c"}
 		if r%2 == 0 {
-			ids = []string{"b", "a"}
+			ids = []string{"b", "a", "c"}
 		}
 		for _, id := range ids {
 			if ctx.Err() != nil {
