@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -117,7 +118,11 @@ func run(ctx context.Context, o options) error {
 	}
 
 	step("starting mcs-importer for all three clusters")
-	importerArgs := []string{"--kubeconfig", kubeconfig, "--contexts", strings.Join(names, ",")}
+	metrics, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	importerArgs := []string{"--kubeconfig", kubeconfig, "--contexts", strings.Join(names, ","), "--metrics-addr", metrics}
 	if o.importer != "" {
 		importerArgs = append(importerArgs, strings.Fields(o.importer)...)
 	}
@@ -329,6 +334,16 @@ func poll(ctx context.Context, timeout time.Duration, f func() error) error {
 	}
 }
 
+// freeAddr returns a loopback address with a free TCP port.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
 func query(addr, name string, qtype uint16) (*dns.Msg, error) {
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
@@ -352,7 +367,8 @@ func dig(addr, what string, args ...string) {
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		// Keep the status line and the records; drop dig's banner noise.
 		if line == "" || strings.HasPrefix(line, ";; Got answer") || strings.HasPrefix(line, ";; OPT") ||
-			strings.HasPrefix(line, "; EDNS") || strings.HasPrefix(line, "; COOKIE") || strings.HasPrefix(line, ";; WARNING") {
+			strings.HasPrefix(line, "; EDNS") || strings.HasPrefix(line, "; COOKIE") || strings.HasPrefix(line, ";; WARNING") ||
+			strings.Contains(line, "mDNS query is leaked") { // dig's note on every .local name
 			continue
 		}
 		fmt.Println("  " + line)
@@ -360,10 +376,11 @@ func dig(addr, what string, args ...string) {
 }
 
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+	name     string
+	cmd      *exec.Cmd
+	log      string
+	done     chan struct{}
+	stopping atomic.Bool
 }
 
 func startProc(ctx context.Context, dir, name, bin string, args ...string) (*proc, error) {
@@ -384,7 +401,7 @@ func startProc(ctx context.Context, dir, name, bin string, args ...string) (*pro
 	go func() {
 		select {
 		case <-p.done:
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !p.stopping.Load() {
 				fmt.Fprintf(os.Stderr, "\n!! %s exited unexpectedly; see %s\n", name, logPath)
 			}
 		case <-ctx.Done():
@@ -394,6 +411,7 @@ func startProc(ctx context.Context, dir, name, bin string, args ...string) (*pro
 }
 
 func (p *proc) stop() {
+	p.stopping.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
