@@ -272,7 +272,7 @@ func Run(ctx context.Context, o Options) error {
 
 	hopts := members.HealthOptions{
 		ProbeInterval: o.ProbeInterval,
-		ProbeTimeout:  o.ProbeInterval,
+		ProbeTimeout:  max(o.ProbeInterval, 5*time.Second),
 		Grace:         o.EndpointGracePeriod,
 		SyncTimeout:   o.CacheSyncTimeout,
 		Notify:        ctrl.Notify,

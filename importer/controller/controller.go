@@ -203,7 +203,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(k)
 	start := time.Now()
-	err := c.Reconcile(ctx, k)
+	// A member that hangs must not hold a worker forever.
+	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	err := c.Reconcile(rctx, k)
+	cancel()
 	c.metrics.ReconcileSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		c.metrics.Reconciles.WithLabelValues("error").Inc()
@@ -217,6 +220,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	c.queue.Forget(k)
 	return true
 }
+
+// reconcileTimeout bounds one key's reconcile (all its API calls).
+const reconcileTimeout = time.Minute
 
 type view struct {
 	m *members.Member

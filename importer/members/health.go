@@ -120,19 +120,20 @@ func (m *Member) Watch(ctx context.Context, o HealthOptions) {
 		switch {
 		case err != nil && state == Up:
 			log.Warn("member cluster API unreachable; serving its last known state for the grace period", "grace", o.Grace, "err", err)
-			m.setState(Unreachable, time.Now(), nil)
+			m.setState(Unreachable, time.Now())
 			o.OnChange(m, Unreachable, nil)
 		case err != nil && state == Unreachable && time.Since(since) >= o.Grace:
 			log.Warn("member cluster API unreachable for longer than the grace period; withdrawing its exports", "grace", o.Grace, "err", err)
 			dropped := m.Caches()
-			m.setState(Down, since, nil)
+			m.setState(Down, since)
+			m.setCaches(nil)
 			o.OnChange(m, Down, dropped)
 			if dropped != nil {
 				dropped.stop()
 			}
 		case err == nil && state == Unreachable:
 			log.Info("member cluster API reachable again within the grace period")
-			m.setState(Up, time.Time{}, m.Caches())
+			m.setState(Up, time.Time{})
 			o.OnChange(m, Up, nil)
 		case err == nil && state == Down:
 			log.Info("member cluster API reachable again; relisting")
@@ -146,15 +147,22 @@ func (m *Member) Watch(ctx context.Context, o HealthOptions) {
 				log.Warn("caches did not sync; will retry", "timeout", o.SyncTimeout)
 				continue
 			}
-			m.setState(Up, time.Time{}, c)
+			m.setCaches(c)
+			m.setState(Up, time.Time{})
 			log.Info("member cluster back; full resync")
 			o.OnChange(m, Up, nil)
 		}
 	}
 }
 
-func (m *Member) setState(s State, since time.Time, c *Caches) {
+func (m *Member) setState(s State, since time.Time) {
 	m.health.mu.Lock()
 	defer m.health.mu.Unlock()
-	m.health.state, m.health.since, m.health.caches = s, since, c
+	m.health.state, m.health.since = s, since
+}
+
+func (m *Member) setCaches(c *Caches) {
+	m.health.mu.Lock()
+	defer m.health.mu.Unlock()
+	m.health.caches = c
 }

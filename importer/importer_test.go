@@ -1,0 +1,821 @@
+package importer_test
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/importer"
+	"github.com/mcs-dns/mcs-dns/importer/aggregate"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/test/cluster"
+)
+
+// The whole importer on three real member clusters: east has a
+// ClusterProperty (ID "east-1"), west and north fall back to their context
+// names; north is reached through a proxy the test can cut.
+func TestImporter(t *testing.T) {
+	set := cluster.Start(t,
+		cluster.Spec{Name: "east", ClusterID: "east-1"},
+		cluster.Spec{Name: "west"},
+		cluster.Spec{Name: "north"},
+	)
+	east, west, north := set.Get("east"), set.Get("west"), set.Get("north")
+	all := []*cluster.Cluster{east, west, north}
+	northURL, err := url.Parse(north.Config.Host)
+	require.NoError(t, err)
+	t.Logf("north API at %s", north.Config.Host)
+	northProxy := startProxy(t, northURL.Host)
+	kubeconfig := kubeconfigVia(t, set, map[string]*proxy{"north": northProxy}, map[string]string{
+		"east-again": "east", "Bad_ID": "west",
+	})
+	contexts := []string{"east", "west", "north"}
+	var keepImport *mcsv1beta1.ServiceImport
+
+	a := startImporter(t, baseOptions(kubeconfig, contexts...))
+
+	t.Run("health and metrics endpoints", func(t *testing.T) {
+		for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ok", "/metrics": "mcs_importer_queue_depth"} {
+			resp, err := http.Get("http://" + a.addr + path)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+			assert.Contains(t, string(body), want, path)
+		}
+	})
+
+	t.Run("conformance", func(t *testing.T) {
+		t.Run("import follows exports and endpoints", func(t *testing.T) {
+			t.Parallel()
+			testLifecycle(t, east, west, north)
+		})
+		t.Run("ports union, oldest export wins", func(t *testing.T) {
+			t.Parallel()
+			testPortConflict(t, east, west, north)
+		})
+		t.Run("headless and ClusterSetIP", func(t *testing.T) {
+			t.Parallel()
+			testTypeConflict(t, east, west, north)
+		})
+		t.Run("invalid exports", func(t *testing.T) {
+			t.Parallel()
+			testInvalid(t, east, west, north)
+		})
+		t.Run("namespace appearing later", func(t *testing.T) {
+			t.Parallel()
+			testLateNamespace(t, east, west, north)
+		})
+		t.Run("exported labels and annotations", func(t *testing.T) {
+			t.Parallel()
+			testMetadata(t, east, west, north)
+		})
+		t.Run("foreign objects are left alone", func(t *testing.T) {
+			t.Parallel()
+			testForeign(t, east, west, north)
+		})
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("steady state makes zero writes", func(t *testing.T) {
+		before := a.quiesce(t, 3*time.Second)
+		reconciles := func() float64 {
+			mfs, err := a.reg.Gather()
+			require.NoError(t, err)
+			for _, mf := range mfs {
+				if mf.GetName() == "mcs_importer_reconciles_total" {
+					var s float64
+					for _, m := range mf.GetMetric() {
+						s += m.GetCounter().GetValue()
+					}
+					return s
+				}
+			}
+			return 0
+		}
+		r0 := reconciles()
+		// Two more resyncs (1s each) reconcile every key and write nothing.
+		require.Eventually(t, func() bool { return reconciles() >= r0+20 }, waitFor, tick)
+		time.Sleep(2 * time.Second)
+		assert.Empty(t, diff(before, a.writes(t)), "writes during resyncs of a world that matches")
+	})
+
+	t.Run("unreachable member", func(t *testing.T) {
+		testUnreachable(t, a, northProxy, east, west, north)
+	})
+
+	// Objects for the restart test, made while the first importer runs.
+	ns := "imp-restart"
+	mkNamespace(t, ns, all...)
+	for _, name := range []string{"keep", "drop"} {
+		mkService(t, east, ns, name, false, tcpPort("http", 80))
+		putSlice(t, east, ns, name, name+"-1", ips(2, "10.60.0")...)
+		mkExport(t, east, ns, name)
+	}
+	for _, name := range []string{"keep", "drop"} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			for _, cl := range all {
+				_, err := getImport(cl, ns, name)
+				assert.NoError(c, err)
+				eps, err := endpointsBySource(cl, ns, name)
+				assert.NoError(c, err)
+				assert.Len(c, eps["east-1"], 2)
+			}
+		}, waitFor, tick)
+	}
+	keepImport, err = getImport(west, ns, "keep")
+	require.NoError(t, err)
+	a.stop()
+
+	t.Run("restart adopts, deletes orphans, leaves foreign objects alone", func(t *testing.T) {
+		// While no importer runs: an export goes, and an orphan slice we
+		// own and objects we do not own appear.
+		rmExport(t, east, ns, "drop")
+		orphan, err := north.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: aggregate.SliceLabels("nothing", "east-1")},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   endpoints(ips(1, "10.61.0")),
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		foreignImport, err := west.MCS.MulticlusterV1beta1().ServiceImports(ns).Create(bg(), &mcsv1beta1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{Name: "mine"},
+			Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless, Ports: []mcsv1beta1.ServicePort{}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		foreignSlice, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "hand-made", Labels: map[string]string{
+				mcsapi.LabelServiceName: "keep", mcsapi.LabelSourceCluster: "elsewhere",
+			}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   endpoints(ips(1, "10.62.0")),
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		b := startImporter(t, baseOptions(kubeconfig, contexts...))
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			for _, cl := range all {
+				_, err := getImport(cl, ns, "drop")
+				assert.True(c, apierrors.IsNotFound(err), "orphaned import in %s: %v", cl.Name, err)
+				s, err := mirrored(cl, ns, "drop")
+				assert.NoError(c, err)
+				assert.Empty(c, s, cl.Name)
+			}
+			_, err := north.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), "orphan", metav1.GetOptions{})
+			assert.True(c, apierrors.IsNotFound(err), "orphan slice: %v", err)
+		}, waitFor, tick)
+		_ = orphan
+
+		writes := b.quiesce(t, 3*time.Second)
+		for k := range writes {
+			assert.True(t, strings.HasSuffix(k, "/delete"), "after a restart only orphans are written (deleted); got %s in %v", k, writes)
+		}
+		kept, err := getImport(west, ns, "keep")
+		require.NoError(t, err)
+		assert.Equal(t, keepImport.UID, kept.UID, "adopted, not recreated")
+		assert.Equal(t, keepImport.ResourceVersion, kept.ResourceVersion, "adopted, not rewritten")
+		fi, err := getImport(west, ns, "mine")
+		require.NoError(t, err)
+		assert.Equal(t, foreignImport.ResourceVersion, fi.ResourceVersion, "a ServiceImport we do not own is never touched")
+		fs, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), "hand-made", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, foreignSlice.ResourceVersion, fs.ResourceVersion, "an EndpointSlice we do not own is never touched")
+		b.stop()
+	})
+
+	t.Run("--import-into gives the same objects", func(t *testing.T) {
+		snapshot := worldSnapshot(t, all)
+		var rs []*running
+		for _, ctx := range contexts {
+			o := baseOptions(kubeconfig, contexts...)
+			o.ImportInto = []string{ctx}
+			rs = append(rs, startImporter(t, o))
+		}
+		for i, r := range rs {
+			w := r.quiesce(t, 3*time.Second)
+			assert.Empty(t, w, "importer into %s rewrote what the default mode made", contexts[i])
+		}
+		assert.Equal(t, snapshot, worldSnapshot(t, all))
+
+		// A new export: each importer writes its own cluster only.
+		ns := "imp-into"
+		mkNamespace(t, ns, all...)
+		mkService(t, west, ns, "fresh", false, tcpPort("http", 80))
+		putSlice(t, west, ns, "fresh", "fresh-1", ips(2, "10.70.0")...)
+		mkExport(t, west, ns, "fresh")
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			for _, cl := range all {
+				si, err := getImport(cl, ns, "fresh")
+				if !assert.NoError(c, err, cl.Name) {
+					continue
+				}
+				assert.Equal(c, []string{"west"}, clusterIDs(si))
+				assert.Equal(c, []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, si.Spec.Ports)
+				eps, err := endpointsBySource(cl, ns, "fresh")
+				assert.NoError(c, err)
+				assert.Equal(c, map[string][]string{"west": {"10.70.0.1", "10.70.0.2"}}, eps, cl.Name)
+			}
+			_, ready, _, err := exportConditions(west, ns, "fresh")
+			assert.NoError(c, err)
+			assert.Equal(c, "True/Exported", ready)
+		}, waitFor, tick)
+		ids := map[string]string{"east": "east-1", "west": "west", "north": "north"}
+		for i, r := range rs {
+			for k := range r.writes(t) {
+				if strings.Contains(k, "/ServiceExportStatus/") {
+					continue
+				}
+				assert.True(t, strings.HasPrefix(k, ids[contexts[i]]+"/"), "importer into %s wrote %s", contexts[i], k)
+			}
+		}
+		for _, r := range rs {
+			r.stop()
+		}
+	})
+
+	t.Run("start-up rejects bad cluster IDs", func(t *testing.T) {
+		for name, tc := range map[string]struct {
+			contexts []string
+			want     string
+		}{
+			"duplicate": {[]string{"east", "west", "east-again"}, `have the same cluster ID "east-1"`},
+			"invalid":   {[]string{"east", "Bad_ID"}, `cluster ID "Bad_ID" is not valid`},
+			"unknown":   {[]string{"east", "nowhere"}, `"nowhere"`},
+		} {
+			o := baseOptions(kubeconfig, tc.contexts...)
+			o.Log = testLogger()
+			err := importer.Run(bg(), o)
+			require.Error(t, err, name)
+			assert.Contains(t, err.Error(), tc.want, name)
+		}
+	})
+}
+
+// worldSnapshot is every object mcs-importer owns, without server-set metadata.
+func worldSnapshot(t *testing.T, cs []*cluster.Cluster) map[string]any {
+	out := map[string]any{}
+	sel := metav1.ListOptions{LabelSelector: mcsapi.LabelManagedBy + "=" + mcsapi.ManagedByImporter}
+	for _, c := range cs {
+		sis, err := c.MCS.MulticlusterV1beta1().ServiceImports("").List(bg(), sel)
+		require.NoError(t, err)
+		for _, si := range sis.Items {
+			out[c.Name+"/ServiceImport/"+si.Namespace+"/"+si.Name] = []any{si.UID, si.ResourceVersion, si.Labels, si.Annotations, si.Spec, si.Status}
+		}
+		ss, err := c.Kube.DiscoveryV1().EndpointSlices("").List(bg(), sel)
+		require.NoError(t, err)
+		for _, s := range ss.Items {
+			out[c.Name+"/EndpointSlice/"+s.Namespace+"/"+s.Name] = []any{s.UID, s.ResourceVersion, s.Labels, s.AddressType, s.Endpoints, s.Ports}
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
+}
+
+func testLifecycle(t *testing.T, east, west, north *cluster.Cluster) {
+	all := []*cluster.Cluster{east, west, north}
+	ns := "imp-life"
+	mkNamespace(t, ns, all...)
+	mkService(t, east, ns, "web", false, tcpPort("http", 80))
+	putSlice(t, east, ns, "web", "web-a", ep{"10.1.0.1", true, "web-0"}, ep{"10.1.0.2", true, "web-1"}, ep{"10.1.0.3", true, "web-2"})
+	mkExport(t, east, ns, "web")
+
+	sliceName := aggregate.SliceName("web", "east-1", "web-a")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range all {
+			si, err := getImport(cl, ns, "web")
+			if !assert.NoError(c, err, cl.Name) {
+				continue
+			}
+			assert.Equal(c, mcsv1beta1.ClusterSetIP, si.Spec.Type)
+			assert.Empty(c, si.Spec.IPs, "no VIP in this issue")
+			assert.Equal(c, []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, si.Spec.Ports)
+			assert.Equal(c, []string{"east-1"}, clusterIDs(si), "the ClusterProperty ID, not the context name")
+			assert.Equal(c, mcsv1beta1.EndpointSliceObjectsPresent, si.Status.EndpointSliceObjects)
+			assert.Equal(c, "True/Ready", condition(si.Status.Conditions, "Ready"))
+			assert.Equal(c, mcsapi.ManagedByImporter, si.Labels[mcsapi.LabelManagedBy])
+			ss, err := mirrored(cl, ns, "web")
+			assert.NoError(c, err)
+			if assert.Len(c, ss, 1) {
+				s := ss[0]
+				assert.Equal(c, sliceName, s.Name)
+				assert.Equal(c, map[string]string{
+					"multicluster.kubernetes.io/service-name":   "web",
+					"multicluster.kubernetes.io/source-cluster": "east-1",
+					"endpointslice.kubernetes.io/managed-by":    "mcs-importer.mcs-dns.io",
+				}, s.Labels)
+				assert.Equal(c, discoveryv1.AddressTypeIPv4, s.AddressType)
+				assert.Equal(c, []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}}, s.Ports)
+				if assert.Len(c, s.Endpoints, 3) {
+					assert.Equal(c, "web-0", ptr.Deref(s.Endpoints[0].Hostname, ""))
+					assert.True(c, *s.Endpoints[0].Conditions.Ready)
+					assert.True(c, *s.Endpoints[0].Conditions.Serving)
+					assert.False(c, *s.Endpoints[0].Conditions.Terminating)
+					assert.Nil(c, s.Endpoints[0].NodeName)
+				}
+			}
+		}
+		e, err := getExport(east, ns, "web")
+		if assert.NoError(c, err) {
+			for _, typ := range []string{"Valid", "Ready", "Conflict"} {
+				cond := findCond(e.Status.Conditions, typ)
+				if assert.NotNil(c, cond, typ) {
+					assert.Equal(c, e.Generation, cond.ObservedGeneration)
+				}
+			}
+			assert.Equal(c, "True/Valid", condition(e.Status.Conditions, "Valid"))
+			assert.Equal(c, "True/Exported", condition(e.Status.Conditions, "Ready"))
+			assert.Equal(c, "False/NoConflicts", condition(e.Status.Conditions, "Conflict"))
+		}
+	}, waitFor, tick)
+	validSince := findCond(mustExport(t, east, ns, "web").Status.Conditions, "Valid").LastTransitionTime
+
+	// A second exporter.
+	mkService(t, west, ns, "web", false, tcpPort("http", 80))
+	putSlice(t, west, ns, "web", "web-w", ips(2, "10.2.0")...)
+	mkExport(t, west, ns, "web")
+	waitEndpoints(t, all, ns, "web", map[string][]string{
+		"east-1": {"10.1.0.1", "10.1.0.2", "10.1.0.3"}, "west": {"10.2.0.1", "10.2.0.2"},
+	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		si, err := getImport(north, ns, "web")
+		if assert.NoError(c, err) {
+			assert.Equal(c, []string{"east-1", "west"}, clusterIDs(si))
+		}
+	}, waitFor, tick)
+
+	// A pod turns unready; scale 3 -> 10 (a second slice) -> 0.
+	putSlice(t, east, ns, "web", "web-a", ep{"10.1.0.1", false, "web-0"}, ep{"10.1.0.2", true, "web-1"}, ep{"10.1.0.3", true, "web-2"})
+	waitEndpoints(t, all, ns, "web", map[string][]string{
+		"east-1": {"10.1.0.1(unready)", "10.1.0.2", "10.1.0.3"}, "west": {"10.2.0.1", "10.2.0.2"},
+	})
+	ten := ips(10, "10.1.0")
+	putSlice(t, east, ns, "web", "web-a", ten[:6]...)
+	putSlice(t, east, ns, "web", "web-b", ten[6:]...)
+	var want []string
+	for _, e := range ten {
+		want = append(want, e.ip)
+	}
+	sortStrings(want)
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": want, "west": {"10.2.0.1", "10.2.0.2"}})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ss, err := mirrored(west, ns, "web")
+		assert.NoError(c, err)
+		assert.Len(c, ss, 3, "one mirror per source slice")
+	}, waitFor, tick)
+	require.NoError(t, east.Kube.DiscoveryV1().EndpointSlices(ns).Delete(bg(), "web-b", metav1.DeleteOptions{}))
+	putSlice(t, east, ns, "web", "web-a")
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": {}, "west": {"10.2.0.1", "10.2.0.2"}})
+
+	// The Valid condition did not move all along.
+	assert.Equal(t, validSince, findCond(mustExport(t, east, ns, "web").Status.Conditions, "Valid").LastTransitionTime)
+
+	// Unexport in west: its slices disappear everywhere, the import is recomputed.
+	rmExport(t, west, ns, "web")
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": {}})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range all {
+			si, err := getImport(cl, ns, "web")
+			if assert.NoError(c, err) {
+				assert.Equal(c, []string{"east-1"}, clusterIDs(si))
+			}
+		}
+	}, waitFor, tick)
+
+	// Last export gone: the import and its slices are deleted everywhere.
+	rmExport(t, east, ns, "web")
+	waitNoImport(t, all, ns, "web")
+}
+
+func testPortConflict(t *testing.T, east, west, north *cluster.Cluster) {
+	all := []*cluster.Cluster{east, west, north}
+	ns := "imp-ports"
+	mkNamespace(t, ns, all...)
+	// west's export is the oldest, although "east-1" sorts first.
+	mkService(t, west, ns, "web", false, tcpPort("http", 80))
+	mkExport(t, west, ns, "web")
+	time.Sleep(1100 * time.Millisecond) // creationTimestamps have second precision
+	mkService(t, east, ns, "web", false, tcpPort("http", 8080), tcpPort("https", 443))
+	mkExport(t, east, ns, "web")
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range all {
+			si, err := getImport(cl, ns, "web")
+			if assert.NoError(c, err) {
+				assert.Equal(c, []mcsv1beta1.ServicePort{
+					{Name: "http", Protocol: "TCP", Port: 80}, // the oldest export's definition
+					{Name: "https", Protocol: "TCP", Port: 443},
+				}, si.Spec.Ports)
+				assert.Equal(c, []string{"east-1", "west"}, clusterIDs(si))
+			}
+		}
+		for _, cl := range []*cluster.Cluster{east, west} {
+			_, _, conflict, err := exportConditions(cl, ns, "web")
+			assert.NoError(c, err)
+			assert.Equal(c, "True/PortConflict", conflict, "Conflict on every export involved, the oldest (%s) included", west.Name)
+		}
+	}, waitFor, tick)
+
+	// The oldest goes: the conflict clears.
+	rmExport(t, west, ns, "web")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		si, err := getImport(north, ns, "web")
+		if assert.NoError(c, err) {
+			assert.Equal(c, []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 8080}, {Name: "https", Protocol: "TCP", Port: 443}}, si.Spec.Ports)
+		}
+		_, _, conflict, err := exportConditions(east, ns, "web")
+		assert.NoError(c, err)
+		assert.Equal(c, "False/NoConflicts", conflict)
+	}, waitFor, tick)
+}
+
+func testTypeConflict(t *testing.T, east, west, north *cluster.Cluster) {
+	all := []*cluster.Cluster{east, west, north}
+	ns := "imp-type"
+	mkNamespace(t, ns, all...)
+	for _, cl := range []*cluster.Cluster{east, west} {
+		mkService(t, cl, ns, "db", true, tcpPort("pg", 5432))
+		mkExport(t, cl, ns, "db")
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range all {
+			si, err := getImport(cl, ns, "db")
+			if assert.NoError(c, err) {
+				assert.Equal(c, mcsv1beta1.Headless, si.Spec.Type, "every export headless")
+				assert.Len(c, si.Status.Clusters, 2)
+			}
+		}
+		_, _, conflict, err := exportConditions(west, ns, "db")
+		assert.NoError(c, err)
+		assert.Equal(c, "False/NoConflicts", conflict)
+	}, waitFor, tick)
+
+	mkService(t, north, ns, "db", false, tcpPort("pg", 5432))
+	mkExport(t, north, ns, "db")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range all {
+			si, err := getImport(cl, ns, "db")
+			if assert.NoError(c, err) {
+				assert.Equal(c, mcsv1beta1.ClusterSetIP, si.Spec.Type, "headless and ClusterSetIP resolve to ClusterSetIP")
+			}
+			_, _, conflict, err := exportConditions(cl, ns, "db")
+			assert.NoError(c, err)
+			assert.Equal(c, "True/TypeConflict", conflict, cl.Name)
+		}
+	}, waitFor, tick)
+}
+
+func testInvalid(t *testing.T, east, west, north *cluster.Cluster) {
+	all := []*cluster.Cluster{east, west, north}
+	ns := "imp-invalid"
+	mkNamespace(t, ns, all...)
+
+	// ExternalName: Valid=False, no import.
+	_, err := east.Kube.CoreV1().Services(ns).Create(bg(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "ext"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	mkExport(t, east, ns, "ext")
+	// No Service at all: Valid=False, no import.
+	mkExport(t, east, ns, "ghost")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		valid, ready, _, err := exportConditions(east, ns, "ext")
+		assert.NoError(c, err)
+		assert.Equal(c, "False/InvalidServiceType", valid)
+		assert.Equal(c, "False/Failed", ready)
+		valid, _, _, err = exportConditions(east, ns, "ghost")
+		assert.NoError(c, err)
+		assert.Equal(c, "False/NoService", valid)
+	}, waitFor, tick)
+	for _, cl := range all {
+		for _, name := range []string{"ext", "ghost"} {
+			_, err := getImport(cl, ns, name)
+			assert.True(t, apierrors.IsNotFound(err), "%s has an import for invalid export %s: %v", cl.Name, name, err)
+		}
+	}
+	// The Service appears: the import follows.
+	mkService(t, east, ns, "ghost", false, tcpPort("http", 80))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range all {
+			_, err := getImport(cl, ns, "ghost")
+			assert.NoError(c, err)
+		}
+		valid, _, _, err := exportConditions(east, ns, "ghost")
+		assert.NoError(c, err)
+		assert.Equal(c, "True/Valid", valid)
+	}, waitFor, tick)
+
+	// Service deleted in one of two exporting clusters: Valid=False/NoService,
+	// its endpoints withdrawn, the import stays.
+	for _, cl := range []*cluster.Cluster{east, west} {
+		mkService(t, cl, ns, "api", false, tcpPort("http", 80))
+		putSlice(t, cl, ns, "api", "api-1", ips(1, map[string]string{"east": "10.3.1", "west": "10.3.2"}[cl.Name])...)
+		mkExport(t, cl, ns, "api")
+	}
+	waitEndpoints(t, all, ns, "api", map[string][]string{"east-1": {"10.3.1.1"}, "west": {"10.3.2.1"}})
+	require.NoError(t, east.Kube.CoreV1().Services(ns).Delete(bg(), "api", metav1.DeleteOptions{}))
+	waitEndpoints(t, all, ns, "api", map[string][]string{"west": {"10.3.2.1"}})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		valid, ready, _, err := exportConditions(east, ns, "api")
+		assert.NoError(c, err)
+		assert.Equal(c, "False/NoService", valid)
+		assert.Equal(c, "False/Failed", ready)
+		si, err := getImport(north, ns, "api")
+		if assert.NoError(c, err) {
+			assert.Equal(c, []string{"west"}, clusterIDs(si))
+		}
+	}, waitFor, tick)
+
+	// The last valid one made ExternalName: the import goes everywhere.
+	svc, err := west.Kube.CoreV1().Services(ns).Get(bg(), "api", metav1.GetOptions{})
+	require.NoError(t, err)
+	svc.Spec.Type = corev1.ServiceTypeExternalName
+	svc.Spec.ExternalName = "api.example.com"
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs, svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = "", nil, nil, nil
+	svc.Spec.Selector = nil
+	_, err = west.Kube.CoreV1().Services(ns).Update(bg(), svc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitNoImport(t, all, ns, "api")
+	valid, _, _, err := exportConditions(west, ns, "api")
+	require.NoError(t, err)
+	assert.Equal(t, "False/InvalidServiceType", valid)
+}
+
+func testLateNamespace(t *testing.T, east, west, north *cluster.Cluster) {
+	ns := "imp-late"
+	mkNamespace(t, ns, east, west)
+	mkService(t, east, ns, "web", false, tcpPort("http", 80))
+	putSlice(t, east, ns, "web", "web-1", ips(1, "10.4.0")...)
+	mkExport(t, east, ns, "web")
+	waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "web", map[string][]string{"east-1": {"10.4.0.1"}})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, ready, _, err := exportConditions(east, ns, "web")
+		assert.NoError(c, err)
+		assert.Equal(c, "True/Exported", ready, "only clusters with the namespace count")
+	}, waitFor, tick)
+	_, err := north.Kube.CoreV1().Namespaces().Get(bg(), ns, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the importer never creates namespaces: %v", err)
+
+	mkNamespace(t, ns, north)
+	waitEndpoints(t, []*cluster.Cluster{north}, ns, "web", map[string][]string{"east-1": {"10.4.0.1"}})
+	_, err = getImport(north, ns, "web")
+	require.NoError(t, err)
+}
+
+func testMetadata(t *testing.T, east, west, north *cluster.Cluster) {
+	all := []*cluster.Cluster{east, west, north}
+	ns := "imp-meta"
+	mkNamespace(t, ns, all...)
+	mkService(t, east, ns, "web", false, tcpPort("http", 80))
+	mkExport(t, east, ns, "web", func(e *mcsv1beta1.ServiceExport) {
+		e.Spec.ExportedLabels = map[string]string{"tier": "web"}
+		e.Spec.ExportedAnnotations = map[string]string{"team": "a"}
+	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range all {
+			si, err := getImport(cl, ns, "web")
+			if assert.NoError(c, err) {
+				assert.Equal(c, map[string]string{"tier": "web", mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}, si.Labels)
+				assert.Equal(c, map[string]string{"team": "a"}, si.Annotations)
+			}
+		}
+	}, waitFor, tick)
+	mkService(t, west, ns, "web", false, tcpPort("http", 80))
+	mkExport(t, west, ns, "web", func(e *mcsv1beta1.ServiceExport) {
+		e.Spec.ExportedLabels = map[string]string{"tier": "api"}
+	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range []*cluster.Cluster{east, west} {
+			_, _, conflict, err := exportConditions(cl, ns, "web")
+			assert.NoError(c, err)
+			assert.Equal(c, "True/LabelsConflict,AnnotationsConflict", conflict, cl.Name)
+		}
+		si, err := getImport(north, ns, "web")
+		if assert.NoError(c, err) {
+			assert.Equal(c, "web", si.Labels["tier"], "the oldest export's labels")
+			assert.Equal(c, []string{"east-1", "west"}, clusterIDs(si))
+		}
+	}, waitFor, tick)
+}
+
+func testForeign(t *testing.T, east, west, north *cluster.Cluster) {
+	all := []*cluster.Cluster{east, west, north}
+	ns := "imp-foreign"
+	mkNamespace(t, ns, all...)
+	theirs, err := north.MCS.MulticlusterV1beta1().ServiceImports(ns).Create(bg(), &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"owner": "someone"}},
+		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless, Ports: []mcsv1beta1.ServicePort{{Port: 1}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	handMade, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-by-hand", Labels: map[string]string{
+			mcsapi.LabelServiceName: "web", mcsapi.LabelSourceCluster: "elsewhere", mcsapi.LabelManagedBy: "someone-else",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   endpoints(ips(1, "10.5.9")),
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	mkService(t, east, ns, "web", false, tcpPort("http", 80))
+	putSlice(t, east, ns, "web", "web-1", ips(1, "10.5.0")...)
+	mkExport(t, east, ns, "web")
+	waitEndpoints(t, []*cluster.Cluster{east}, ns, "web", map[string][]string{"east-1": {"10.5.0.1"}})
+	waitEndpoints(t, []*cluster.Cluster{west}, ns, "web", map[string][]string{"east-1": {"10.5.0.1"}, "elsewhere": {"10.5.9.1"}})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		e, err := getExport(east, ns, "web")
+		if assert.NoError(c, err) {
+			assert.Equal(c, "False/Failed", condition(e.Status.Conditions, "Ready"))
+			if r := findCond(e.Status.Conditions, "Ready"); assert.NotNil(c, r) {
+				assert.Contains(c, r.Message, "north")
+			}
+		}
+	}, waitFor, tick)
+	si, err := getImport(north, ns, "web")
+	require.NoError(t, err)
+	assert.Equal(t, theirs.ResourceVersion, si.ResourceVersion, "their ServiceImport is left alone")
+	ss, err := mirrored(north, ns, "web")
+	require.NoError(t, err)
+	assert.Empty(t, ss, "no slices for an import we do not own")
+	hm, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), "web-by-hand", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, handMade.ResourceVersion, hm.ResourceVersion, "their EndpointSlice is left alone")
+
+	// Their import goes: ours takes its place.
+	require.NoError(t, north.MCS.MulticlusterV1beta1().ServiceImports(ns).Delete(bg(), "web", metav1.DeleteOptions{}))
+	waitEndpoints(t, []*cluster.Cluster{north}, ns, "web", map[string][]string{"east-1": {"10.5.0.1"}})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		si, err := getImport(north, ns, "web")
+		if assert.NoError(c, err) {
+			assert.Equal(c, mcsapi.ManagedByImporter, si.Labels[mcsapi.LabelManagedBy])
+		}
+		_, ready, _, err := exportConditions(east, ns, "web")
+		assert.NoError(c, err)
+		assert.Equal(c, "True/Exported", ready)
+	}, waitFor, tick)
+}
+
+func testUnreachable(t *testing.T, a *running, p *proxy, east, west, north *cluster.Cluster) {
+	all := []*cluster.Cluster{east, west, north}
+	ns := "imp-grace"
+	mkNamespace(t, ns, all...)
+	for _, cl := range []*cluster.Cluster{east, north} {
+		mkService(t, cl, ns, "web", false, tcpPort("http", 80))
+		mkExport(t, cl, ns, "web")
+	}
+	putSlice(t, east, ns, "web", "web-1", ips(1, "10.8.1")...)
+	putSlice(t, north, ns, "web", "web-1", ips(2, "10.8.3")...)
+	mkService(t, north, ns, "gone", false, tcpPort("http", 80))
+	putSlice(t, north, ns, "gone", "gone-1", ips(1, "10.8.4")...)
+	mkExport(t, north, ns, "gone")
+	both := map[string][]string{"east-1": {"10.8.1.1"}, "north": {"10.8.3.1", "10.8.3.2"}}
+	waitEndpoints(t, all, ns, "web", both)
+	waitEndpoints(t, all, ns, "gone", map[string][]string{"north": {"10.8.4.1"}})
+	westImport, err := getImport(west, ns, "web")
+	require.NoError(t, err)
+	eastSlice, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), aggregate.SliceName("web", "east-1", "web-1"), metav1.GetOptions{})
+	require.NoError(t, err)
+
+	cut := time.Now()
+	p.pause()
+	// Within the grace period north's last known endpoints stay served.
+	require.Eventually(t, func() bool { return memberState(t, a, "north") == "unreachable" }, waitFor, 20*time.Millisecond)
+	for _, cl := range []*cluster.Cluster{east, west} {
+		eps, err := endpointsBySource(cl, ns, "web")
+		require.NoError(t, err)
+		assert.Equal(t, both, eps, "within the grace period, in %s", cl.Name)
+	}
+	// After it, they are withdrawn; east's export is unaffected.
+	waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "web", map[string][]string{"east-1": {"10.8.1.1"}})
+	assert.GreaterOrEqual(t, time.Since(cut), 3*time.Second, "withdrawn only after the grace period")
+	waitNoImport(t, []*cluster.Cluster{east, west}, ns, "gone")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		si, err := getImport(west, ns, "web")
+		if assert.NoError(c, err) {
+			assert.Equal(c, []string{"east-1"}, clusterIDs(si))
+		}
+		_, ready, _, err := exportConditions(east, ns, "web")
+		assert.NoError(c, err)
+		assert.Equal(c, "True/Exported", ready)
+	}, waitFor, tick)
+
+	// Meanwhile, behind the importer's back: north's "gone" is unexported
+	// and its web gains an endpoint.
+	rmExport(t, north, ns, "gone")
+	putSlice(t, north, ns, "web", "web-1", ips(3, "10.8.3")...)
+
+	// North returns: a full resync converges without resurrecting "gone".
+	var resurrected atomic.Bool
+	stopWatch := make(chan struct{})
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if _, err := getImport(west, ns, "gone"); err == nil {
+				resurrected.Store(true)
+			}
+		}
+	}()
+	p.resume(t)
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": {"10.8.1.1"}, "north": {"10.8.3.1", "10.8.3.2", "10.8.3.3"}})
+	waitNoImport(t, all, ns, "gone")
+	close(stopWatch)
+	<-watchDone
+	assert.False(t, resurrected.Load(), "a stale cache resurrected an unexported service")
+	si, err := getImport(west, ns, "web")
+	require.NoError(t, err)
+	assert.Equal(t, westImport.UID, si.UID, "the import lived on throughout")
+	s, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), eastSlice.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, eastSlice.UID, s.UID, "east's endpoints were never withdrawn")
+	assert.Equal(t, eastSlice.ResourceVersion, s.ResourceVersion, "east's endpoints were never rewritten")
+	require.Eventually(t, func() bool { return memberState(t, a, "north") == "up" }, waitFor, tick)
+}
+
+func memberState(t *testing.T, r *running, cluster string) string {
+	mfs, err := r.reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "mcs_importer_member_state" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["cluster"] == cluster && m.GetGauge().GetValue() == 1 {
+				return l["state"]
+			}
+		}
+	}
+	return ""
+}
+
+func waitEndpoints(t *testing.T, cs []*cluster.Cluster, ns, svc string, want map[string][]string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range cs {
+			got, err := endpointsBySource(cl, ns, svc)
+			assert.NoError(c, err)
+			assert.Equal(c, want, got, "endpoints of %s/%s in %s", ns, svc, cl.Name)
+		}
+	}, waitFor, tick)
+}
+
+func waitNoImport(t *testing.T, cs []*cluster.Cluster, ns, name string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range cs {
+			_, err := getImport(cl, ns, name)
+			assert.True(c, apierrors.IsNotFound(err), "import %s/%s in %s: %v", ns, name, cl.Name, err)
+			ss, err := mirrored(cl, ns, name)
+			assert.NoError(c, err)
+			assert.Empty(c, ss, "slices of %s/%s in %s", ns, name, cl.Name)
+		}
+	}, waitFor, tick)
+}
+
+func findCond(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func mustExport(t *testing.T, c *cluster.Cluster, ns, name string) *mcsv1beta1.ServiceExport {
+	e, err := getExport(c, ns, name)
+	require.NoError(t, err)
+	return e
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+var _ = types.UID("")
