@@ -23,6 +23,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 )
 
@@ -105,6 +108,7 @@ func main() {
 }
 
 func run(o Options) int {
+	ctrllog.SetLogger(logr.Discard()) // envtest logs through controller-runtime
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 2)

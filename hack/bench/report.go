@@ -116,6 +116,11 @@ func (r *Results) Markdown() string {
 	m := r.Machine
 	p("Machine: %s, %d cores, %s RAM, Linux %s; %s; dnsperf %s; %s. Shared with other work: absolute numbers are noisy, ratios within the run are what count.\n\n",
 		m.CPU, m.Cores, m.MemTotal, m.Kernel, m.Go, strings.TrimPrefix(m.DNSPerf, "Version "), m.CoreDNS)
+	p("Code: commit %s", m.Commit)
+	if len(m.Dirty) > 0 {
+		p(" plus uncommitted changes: %s", strings.Join(m.Dirty, "; "))
+	}
+	p(".\n\n")
 	for _, f := range r.Fixture {
 		p("- Fixture %dx: %d ClusterSetIP + %d headless ServiceImports in %d namespaces; %d endpoints (%d per headless import per cluster, %d source clusters) in %d EndpointSlices; loaded (%d creates) in %.1f s.\n",
 			f.Scale, f.Sizes.Imports, f.Sizes.Headless, f.Sizes.Namespaces, f.Endpoints, f.Sizes.Endpoints, f.Sizes.Clusters, f.Slices, f.Objects, f.Seconds)

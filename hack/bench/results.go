@@ -41,6 +41,11 @@ type Machine struct {
 	Go       string `json:"go"`
 	DNSPerf  string `json:"dnsperf"`
 	CoreDNS  string `json:"coredns"`
+	// Commit is the repository's HEAD; Dirty lists uncommitted changes
+	// under the paths built into the binaries (the numbers are for HEAD
+	// plus those).
+	Commit string   `json:"commit"`
+	Dirty  []string `json:"dirty,omitempty"`
 }
 
 type FixtureLoad struct {
@@ -144,6 +149,16 @@ func machine() Machine {
 		for _, line := range strings.Split(string(out), "\n") {
 			if strings.HasPrefix(line, "Version") {
 				m.DNSPerf = strings.TrimSpace(line)
+			}
+		}
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command("git", "status", "--porcelain", "--", "plugin", "internal", "cmd", "importer").Output(); err == nil {
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasSuffix(l, "_test.go") {
+				m.Dirty = append(m.Dirty, l)
 			}
 		}
 	}
