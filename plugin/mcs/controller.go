@@ -54,6 +54,8 @@ type controller struct {
 	locks [64]sync.Mutex
 	seed  maphash.Seed
 
+	reach reachability
+
 	// absentLogged remembers the imports whose endpointSliceObjects:
 	// Absent has been logged.
 	absentLogged sync.Map
@@ -73,7 +75,9 @@ type source struct {
 func newController(restCfg *rest.Config, namespaces []string, ix *answers.Index, acfg answers.Config) *controller {
 	cfg := rest.CopyConfig(restCfg)
 	cfg.UserAgent = "coredns-mcs"
-	return &controller{rest: cfg, namespaces: namespaces, index: ix, acfg: acfg, seed: maphash.MakeSeed()}
+	c := &controller{rest: cfg, namespaces: namespaces, index: ix, acfg: acfg, seed: maphash.MakeSeed()}
+	cfg.Wrap(c.reach.wrap)
+	return c
 }
 
 func (c *controller) start() {
@@ -180,7 +184,6 @@ func (c *controller) discover(ctx context.Context, disc discovery.DiscoveryInter
 			return gvr, true
 		}
 		log.Warningf("finding the served ServiceImport version (retrying in %v): %v", backoff, err)
-		watchErrors.WithLabelValues(mcsapi.ServiceImports).Inc()
 		select {
 		case <-ctx.Done():
 			return schema.GroupVersionResource{}, false
