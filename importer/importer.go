@@ -125,9 +125,10 @@ clusterset: it reads the ServiceExports, Services and EndpointSlices of every
 member cluster and writes ServiceImports and mirrored EndpointSlices into the
 importing clusters. One kubeconfig, one context per member cluster. A
 cluster's ID is its About API ClusterProperty cluster.clusterset.k8s.io if
-present, else its context name.
+present, else its context name. Cluster IDs must be DNS-1123 subdomains and
+distinct. SIGTERM or SIGINT stops it cleanly.
 
-Flags:
+Flags (one or two leading dashes):
 `)
 		fs.PrintDefaults()
 	}
@@ -292,6 +293,9 @@ func Run(ctx context.Context, o Options) error {
 	swg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		cancel()
+		for _, m := range ms {
+			m.Stop()
+		}
 		return err
 	}
 	ready.Store(true)

@@ -1,7 +1,9 @@
 package importer_test
 
 import (
+	"fmt"
 	"io"
+	"runtime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -246,6 +248,55 @@ func TestImporter(t *testing.T) {
 		for _, r := range rs {
 			r.stop()
 		}
+	})
+
+	t.Run("racing importers write nothing twice", func(t *testing.T) {
+		ns := "imp-race"
+		mkNamespace(t, ns, all...)
+		r1 := startImporter(t, baseOptions(kubeconfig, contexts...))
+		r2 := startImporter(t, baseOptions(kubeconfig, contexts...))
+		mkService(t, east, ns, "web", false, tcpPort("http", 80))
+		mkService(t, north, ns, "web", false, tcpPort("http", 80))
+		for i := range 3 {
+			putSlice(t, east, ns, "web", fmt.Sprintf("web-e%d", i), ips(2, fmt.Sprintf("10.80.%d", i))...)
+		}
+		for i := range 2 {
+			putSlice(t, north, ns, "web", fmt.Sprintf("web-n%d", i), ips(1, fmt.Sprintf("10.81.%d", i))...)
+		}
+		mkExport(t, east, ns, "web")
+		mkExport(t, north, ns, "web")
+		waitEndpoints(t, all, ns, "web", map[string][]string{
+			"east-1": {"10.80.0.1", "10.80.0.2", "10.80.1.1", "10.80.1.2", "10.80.2.1", "10.80.2.2"},
+			"north":  {"10.81.0.1", "10.81.1.1"},
+		})
+		for _, cl := range all {
+			ss, err := mirrored(cl, ns, "web")
+			require.NoError(t, err)
+			assert.Len(t, ss, 5, "one mirror per source slice, no duplicates, in %s", cl.Name)
+			sis, err := cl.MCS.MulticlusterV1beta1().ServiceImports(ns).List(bg(), metav1.ListOptions{})
+			require.NoError(t, err)
+			assert.Len(t, sis.Items, 1)
+		}
+		r1.quiesce(t, 2*time.Second)
+		r2.quiesce(t, 2*time.Second)
+		r1.stop()
+		r2.stop()
+	})
+
+	t.Run("no goroutine outlives Run", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			buf := make([]byte, 1<<22)
+			stacks := string(buf[:runtime.Stack(buf, true)])
+			for _, g := range strings.Split(stacks, "\n\n") {
+				for _, pkg := range []string{"mcs-dns/mcs-dns/importer.", "mcs-dns/mcs-dns/importer/", "k8s.io/client-go/tools/cache.", "k8s.io/client-go/util/workqueue."} {
+					if strings.Contains(g, pkg) {
+						t.Logf("still running:\n%s", g)
+						return false
+					}
+				}
+			}
+			return true
+		}, 2*time.Second, 100*time.Millisecond, "Run returned, so everything it started must have stopped")
 	})
 
 	t.Run("start-up rejects bad cluster IDs", func(t *testing.T) {
@@ -573,8 +624,10 @@ func testLateNamespace(t *testing.T, east, west, north *cluster.Cluster) {
 
 	mkNamespace(t, ns, north)
 	waitEndpoints(t, []*cluster.Cluster{north}, ns, "web", map[string][]string{"east-1": {"10.4.0.1"}})
-	_, err = getImport(north, ns, "web")
-	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := getImport(north, ns, "web")
+		assert.NoError(c, err)
+	}, waitFor, tick)
 }
 
 func testMetadata(t *testing.T, east, west, north *cluster.Cluster) {

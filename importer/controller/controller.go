@@ -192,7 +192,10 @@ func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration)
 		}()
 	}
 	<-ctx.Done()
-	c.queue.ShutDownWithDrain()
+	// ShutDown (not ShutDownWithDrain, which leaves the delaying queue's
+	// goroutine running): workers finish their current key, whose API
+	// calls fail fast now that ctx is done.
+	c.queue.ShutDown()
 	wg.Wait()
 }
 

@@ -52,6 +52,7 @@ const indexService = "service"
 // when it returns (a full relist), so nothing stale is ever served again.
 type Caches struct {
 	cancel     context.CancelFunc
+	done       chan struct{} // closed when every informer has stopped
 	hasSynced  []cache.InformerSynced
 	exports    cache.Indexer
 	imports    cache.Indexer
@@ -94,7 +95,7 @@ func sliceIndexer(label string) cache.Indexers {
 // Call waitSynced before reading.
 func (m *Member) startCaches(parent context.Context, notify func(Event)) (*Caches, error) {
 	ctx, cancel := context.WithCancel(parent)
-	c := &Caches{cancel: cancel}
+	c := &Caches{cancel: cancel, done: make(chan struct{})}
 	tr := informers.WithTransform(transform)
 	kf := informers.NewSharedInformerFactoryWithOptions(m.Kube, 0, tr)
 	sourceSel := fmt.Sprintf("%s,%s!=%s", discoveryv1.LabelServiceName, mcsapi.LabelManagedBy, mcsapi.ManagedByImporter)
@@ -153,6 +154,7 @@ func (m *Member) startCaches(parent context.Context, notify func(Event)) (*Cache
 	mf.Start(ctx.Done())
 	xf.Start(ctx.Done())
 	go func() {
+		defer close(c.done)
 		<-ctx.Done()
 		kf.Shutdown()
 		sf.Shutdown()
@@ -172,8 +174,11 @@ func (c *Caches) waitSynced(ctx context.Context, timeout time.Duration) bool {
 	return cache.WaitForCacheSync(ctx.Done(), c.hasSynced...)
 }
 
-// stop stops the informers of this generation.
-func (c *Caches) stop() { c.cancel() }
+// stop stops the informers of this generation and waits until they have.
+func (c *Caches) stop() {
+	c.cancel()
+	<-c.done
+}
 
 func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandler {
 	emit := func(obj any) {

@@ -72,6 +72,17 @@ func (m *Member) Start(ctx context.Context, o HealthOptions) error {
 	return nil
 }
 
+// Stop stops the member's caches (Watch does it too when it returns).
+func (m *Member) Stop() {
+	m.health.mu.Lock()
+	c := m.health.caches
+	m.health.caches = nil
+	m.health.mu.Unlock()
+	if c != nil {
+		c.stop()
+	}
+}
+
 // Caches returns the member's current cache generation, nil while Down.
 func (m *Member) Caches() *Caches {
 	m.health.mu.Lock()
@@ -99,11 +110,7 @@ func (m *Member) Watch(ctx context.Context, o HealthOptions) {
 	log := o.Log.With("cluster", m.ID)
 	t := time.NewTicker(o.ProbeInterval)
 	defer t.Stop()
-	defer func() {
-		if c := m.Caches(); c != nil {
-			c.stop()
-		}
-	}()
+	defer m.Stop()
 	for {
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,52 @@
+package importer_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcs-dns/mcs-dns/importer"
+)
+
+func TestParseFlags(t *testing.T) {
+	var out bytes.Buffer
+	o, err := importer.ParseFlags([]string{"--contexts", "east, west,north", "--import-into", "east",
+		"--endpoint-grace-period", "30s", "--resync=1m", "--metrics-addr", "", "--log-format", "json", "--v", "2"}, &out)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"east", "west", "north"}, o.Contexts)
+	assert.Equal(t, []string{"east"}, o.ImportInto)
+	assert.Equal(t, 30*time.Second, o.EndpointGracePeriod)
+	assert.Equal(t, time.Minute, o.Resync)
+	assert.Equal(t, "", o.MetricsAddr)
+	assert.Equal(t, "json", o.LogFormat)
+	assert.Equal(t, 2, o.Verbosity)
+	assert.Empty(t, out.String(), "nothing printed on success")
+
+	o, err = importer.ParseFlags([]string{"--contexts=a"}, &out)
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Minute, o.EndpointGracePeriod, "default grace period")
+	assert.Equal(t, ":8080", o.MetricsAddr)
+	assert.Empty(t, o.ImportInto, "default: import into every member")
+
+	_, err = importer.ParseFlags([]string{"--help"}, &out)
+	assert.True(t, errors.Is(err, flag.ErrHelp))
+	assert.Contains(t, out.String(), "-endpoint-grace-period")
+
+	for _, args := range [][]string{
+		{},
+		{"--contexts", "a,a"},
+		{"--contexts", "a", "--import-into", "b"},
+		{"--contexts", "a", "--workers", "0"},
+		{"--contexts", "a", "--endpoint-grace-period", "-1s"},
+		{"--contexts", "a", "--health-probe-interval", "0s"},
+		{"--contexts", "a", "--nope"},
+	} {
+		_, err := importer.ParseFlags(args, &out)
+		assert.Error(t, err, "%v", args)
+	}
+}
