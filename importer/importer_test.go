@@ -214,12 +214,31 @@ func TestImporter(t *testing.T) {
 		}
 		assert.Equal(t, snapshot, worldSnapshot(t, all))
 
-		// A new export: each importer writes its own cluster only.
+		// A new export while north's importer is away: Ready=Pending
+		// until the import exists in every cluster with the namespace.
+		rs[2].stop()
 		ns := "imp-into"
 		mkNamespace(t, ns, all...)
 		mkService(t, west, ns, "fresh", false, tcpPort("http", 80))
 		putSlice(t, west, ns, "fresh", "fresh-1", ips(2, "10.70.0")...)
 		mkExport(t, west, ns, "fresh")
+		waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "fresh", map[string][]string{"west": {"10.70.0.1", "10.70.0.2"}})
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			e, err := getExport(west, ns, "fresh")
+			if assert.NoError(c, err) {
+				assert.Equal(c, "False/Pending", condition(e.Status.Conditions, "Ready"))
+				if r := findCond(e.Status.Conditions, "Ready"); assert.NotNil(c, r) {
+					assert.Contains(c, r.Message, "north")
+				}
+			}
+		}, waitFor, tick)
+		_, err := getImport(north, ns, "fresh")
+		require.True(t, apierrors.IsNotFound(err), "nobody imports into north: %v", err)
+
+		// North's importer returns; each importer writes its own cluster only.
+		o := baseOptions(kubeconfig, contexts...)
+		o.ImportInto = []string{"north"}
+		rs[2] = startImporter(t, o)
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			for _, cl := range all {
 				si, err := getImport(cl, ns, "fresh")
@@ -662,6 +681,35 @@ func testMetadata(t *testing.T, east, west, north *cluster.Cluster) {
 		if assert.NoError(c, err) {
 			assert.Equal(c, "web", si.Labels["tier"], "the oldest export's labels")
 			assert.Equal(c, []string{"east-1", "west"}, clusterIDs(si))
+		}
+	}, waitFor, tick)
+
+	// A spec change: observedGeneration follows, lastTransitionTime of
+	// unchanged statuses does not, the import follows the oldest export.
+	e := mustExport(t, east, ns, "web")
+	validSince := findCond(e.Status.Conditions, "Valid").LastTransitionTime
+	e.Spec.ExportedLabels = map[string]string{"tier": "api"}
+	e.Spec.ExportedAnnotations = nil
+	upd, err := east.MCS.MulticlusterV1beta1().ServiceExports(ns).Update(bg(), e, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Greater(t, upd.Generation, e.Generation)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		e, err := getExport(east, ns, "web")
+		if assert.NoError(c, err) {
+			for _, typ := range []string{"Valid", "Ready", "Conflict"} {
+				if cond := findCond(e.Status.Conditions, typ); assert.NotNil(c, cond) {
+					assert.Equal(c, upd.Generation, cond.ObservedGeneration, typ)
+				}
+			}
+			assert.Equal(c, validSince, findCond(e.Status.Conditions, "Valid").LastTransitionTime)
+			assert.Equal(c, "False/NoConflicts", condition(e.Status.Conditions, "Conflict"), "west has the same labels now and neither has annotations")
+		}
+		for _, cl := range all {
+			si, err := getImport(cl, ns, "web")
+			if assert.NoError(c, err) {
+				assert.Equal(c, "api", si.Labels["tier"])
+				assert.Empty(c, si.Annotations)
+			}
 		}
 	}, waitFor, tick)
 }

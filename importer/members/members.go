@@ -138,11 +138,17 @@ func unstructuredString(obj map[string]any, path ...string) (string, bool, error
 }
 
 // ValidateID checks that a cluster ID can appear in DNS names: a DNS-1123
-// subdomain (lower-case labels of at most 63 characters, at most 253 in
-// all).
+// subdomain (lower-case alphanumeric and '-' labels of at most 63
+// characters, at most 253 in all).
 func ValidateID(id string) error {
-	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
-		return fmt.Errorf("cluster ID %q is not valid (it appears in DNS names, so it must be a DNS-1123 subdomain): %s", id, strings.Join(errs, "; "))
+	errs := validation.IsDNS1123Subdomain(id)
+	for _, l := range strings.Split(id, ".") {
+		if len(l) > validation.DNS1123LabelMaxLength {
+			errs = append(errs, fmt.Sprintf("label %q is longer than %d characters", l, validation.DNS1123LabelMaxLength))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("cluster ID %q is not valid (it appears in DNS names, so it must be a DNS-1123 subdomain of labels of at most 63 characters): %s", id, strings.Join(errs, "; "))
 	}
 	return nil
 }
