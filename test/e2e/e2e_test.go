@@ -80,7 +80,11 @@ type pod struct {
 func (s *system) export(c, ns, name string, headless bool, pods ...pod) {
 	cl := s.set.Get(c)
 	ctx := s.ctx()
-	_, _ = cl.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	// Namespace sameness: the namespace exists in every member cluster
+	// (the importer creates imports only where it does).
+	for _, other := range s.set.Clusters {
+		_, _ = other.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	}
 	spec := corev1.ServiceSpec{Ports: []corev1.ServicePort{
 		{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP},
 		{Name: "metrics", Port: 9090, Protocol: corev1.ProtocolTCP},
@@ -165,6 +169,16 @@ func (s *system) expect(name string, qtype uint16, rcode int, want ...string) {
 	}
 }
 
+// run runs f as a subtest whose failures belong to that subtest.
+func (s *system) run(name string, f func()) {
+	parent := s.t
+	parent.Run(name, func(t *testing.T) {
+		s.t = t
+		defer func() { s.t = parent }()
+		f()
+	})
+}
+
 func waitUntil(timeout time.Duration, f func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -185,7 +199,7 @@ func TestEndToEnd(t *testing.T) {
 	s.export("east", "shop", "web", false, pod{"", "10.1.1.1", true})
 
 	const east, west = "east.clusters.example", "west.clusters.example"
-	t.Run("headless", func(t *testing.T) {
+	s.run("headless", func() {
 		s.expect("db.shop"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.1.0.1", "A 10.1.0.2", "A 10.2.0.1")
 		s.expect("db-1."+east+".db.shop"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.1.0.2")
 		s.expect("db-0."+west+".db.shop"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.2.0.1")
@@ -198,38 +212,38 @@ func TestEndToEnd(t *testing.T) {
 		// <clusterid>.<svc>... never carries records; here it is an empty non-terminal.
 		s.expect(east+".db.shop"+zone, dns.TypeA, dns.RcodeSuccess)
 	})
-	t.Run("clustersetip", func(t *testing.T) {
+	s.run("clustersetip", func() {
 		// No per-endpoint names for ClusterSetIP services.
 		s.expect("10-1-1-1."+east+".web.shop"+zone, dns.TypeA, dns.RcodeNameError)
 		s.expect("web.shop"+zone, dns.TypeMX, dns.RcodeSuccess)
 	})
-	t.Run("negative", func(t *testing.T) {
+	s.run("negative", func() {
 		s.expect("nope.shop"+zone, dns.TypeA, dns.RcodeNameError)
 		s.expect("dns-version.clusterset.local.", dns.TypeTXT, dns.RcodeSuccess, `TXT "1.0.0"`)
 	})
 
-	t.Run("endpoint changes", func(t *testing.T) {
+	s.run("endpoint changes", func() {
 		s.setPods("west", "shop", "db", pod{"db-0", "10.2.0.1", false}, pod{"", "10.2.0.9", true})
 		s.expect("db.shop"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.1.0.1", "A 10.1.0.2", "A 10.2.0.9")
 		s.expect("10-2-0-9."+west+".db.shop"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.2.0.9")
 	})
-	t.Run("unexport one cluster", func(t *testing.T) {
-		require.NoError(t, s.set.Get("west").MCS.MulticlusterV1beta1().ServiceExports("shop").Delete(s.ctx(), "db", metav1.DeleteOptions{}))
+	s.run("unexport one cluster", func() {
+		require.NoError(s.t, s.set.Get("west").MCS.MulticlusterV1beta1().ServiceExports("shop").Delete(s.ctx(), "db", metav1.DeleteOptions{}))
 		s.expect("db.shop"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.1.0.1", "A 10.1.0.2")
 	})
-	t.Run("importer restart", func(t *testing.T) {
-		require.NoError(t, s.importer.Stop())
+	s.run("importer restart", func() {
+		require.NoError(s.t, s.importer.Stop())
 		s.setPods("east", "shop", "db", pod{"db-0", "10.1.0.1", true})
 		s.startImporter()
 		s.expect("db.shop"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.1.0.1")
 	})
-	t.Run("coredns restart", func(t *testing.T) {
-		require.NoError(t, s.dns["north"].Stop())
+	s.run("coredns restart", func() {
+		require.NoError(s.t, s.dns["north"].Stop())
 		s.startCoreDNS("north")
 		s.expect("db.shop"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.1.0.1")
 	})
-	t.Run("unexport everywhere", func(t *testing.T) {
-		require.NoError(t, s.set.Get("east").MCS.MulticlusterV1beta1().ServiceExports("shop").Delete(s.ctx(), "db", metav1.DeleteOptions{}))
+	s.run("unexport everywhere", func() {
+		require.NoError(s.t, s.set.Get("east").MCS.MulticlusterV1beta1().ServiceExports("shop").Delete(s.ctx(), "db", metav1.DeleteOptions{}))
 		s.expect("db.shop"+zone, dns.TypeA, dns.RcodeNameError)
 	})
 }
