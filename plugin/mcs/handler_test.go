@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
@@ -337,4 +338,58 @@ func TestNamespacesOptionZones(t *testing.T) {
 	assert.Equal(t, []string{"web.demo.svc.mcs.example. A 10.96.0.10"}, rrs(r.Answer))
 	r = query(t, p, "dns-version.mcs.example.", dns.TypeTXT)
 	assert.Len(t, r.Answer, 1)
+}
+
+// TestConcurrentQueriesAndUpdates: queries run while services are rebuilt
+// and republished; with -race this proves the query path needs no locks
+// and every reply is whole (one version of a service, never a mix).
+func TestConcurrentQueriesAndUpdates(t *testing.T) {
+	p := newTestMCS(t)
+	acfg := answers.Config{Zones: p.cfg.forwardZones(), TTL: 5}
+	done := make(chan struct{})
+	var writers sync.WaitGroup
+	writers.Go(func() {
+		for i := range 300 {
+			var eps []answers.Endpoint
+			n := 1 + i%20
+			for j := range n {
+				eps = append(eps, readyEP("", fmt.Sprintf("10.9.%d.%d", i%200, j+1)))
+			}
+			svc := &answers.Service{Namespace: "demo", Name: "churn", Type: answers.Headless,
+				Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}}}
+			set := answers.Build(svc, []*answers.Slice{{ClusterID: "east", Endpoints: eps}}, acfg)
+			if i%10 == 9 {
+				set = nil
+			}
+			p.index.Put(svc.Key(), set)
+		}
+	})
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				r := query(t, p, "churn.demo.svc.clusterset.local.", dns.TypeA, overTCP)
+				if r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0 {
+					// all records of one reply come from one version
+					prefix := r.Answer[0].(*dns.A).A.To4()[2]
+					for _, rr := range r.Answer {
+						if rr.(*dns.A).A.To4()[2] != prefix {
+							t.Errorf("reply mixes versions: %v", r.Answer)
+							return
+						}
+					}
+				}
+				_ = query(t, p, "_http._tcp.churn.demo.svc.clusterset.local.", dns.TypeSRV)
+				_ = query(t, p, "web.demo.svc.clusterset.local.", dns.TypeA)
+			}
+		})
+	}
+	writers.Wait()
+	close(done)
+	readers.Wait()
 }

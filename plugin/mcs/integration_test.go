@@ -486,6 +486,7 @@ legacy 5 IN A 192.0.2.99
 	})
 
 	t.Run("shutdown stops everything, gauges follow", func(t *testing.T) { testLifecycle(t, set) })
+	t.Run("reload", func(t *testing.T) { testReload(t, set) })
 	t.Run("v1alpha1 only, CRDs installed late, ready", func(t *testing.T) { testAlpha(t, set) })
 	t.Run("status fork and API down", func(t *testing.T) { testForkAndAPIDown(t, set) })
 }
@@ -535,6 +536,42 @@ func testLifecycle(t *testing.T, set *cluster.Set) {
 	assert.Equal(t, baseEndpoints, testutil.ToFloat64(endpointsServed))
 	require.Eventually(t, func() bool { return informerGoroutines() <= baseG }, 10*time.Second, 50*time.Millisecond,
 		"informer goroutines left after stop: %d > %d", informerGoroutines(), baseG)
+}
+
+// testReload restarts a CoreDNS instance the way a Corefile reload does
+// (caddy Restart): the new instance answers, the old one's informers stop.
+func testReload(t *testing.T, set *cluster.Set) {
+	corefile := func(ttl int) string {
+		return fmt.Sprintf(`.:0 {
+    mcs {
+        kubeconfig %s main
+        ttl %d
+    }
+}`, set.Kubeconfig, ttl)
+	}
+	inst, err := coretest.CoreDNSServer(corefile(5))
+	require.NoError(t, err)
+	s1 := &server{inst: inst}
+	s1.udp, s1.tcp = coretest.CoreDNSServerPorts(inst, 0)
+	s1.eventually(t, "dual.demo.svc.clusterset.local", dns.TypeA, answer("dual.demo.svc.clusterset.local. A 10.96.100.12"))
+	running := informerGoroutines()
+
+	next, err := inst.Restart(coretest.NewInput(corefile(9)))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		next.ShutdownCallbacks()
+		_ = next.Stop()
+	})
+	s2 := &server{inst: next}
+	s2.udp, s2.tcp = coretest.CoreDNSServerPorts(next, 0)
+	s2.eventually(t, "dual.demo.svc.clusterset.local", dns.TypeA, func(r *dns.Msg) error {
+		if len(r.Answer) != 1 || r.Answer[0].Header().Ttl != 9 {
+			return fmt.Errorf("answer %v, want one A with the new TTL", r.Answer)
+		}
+		return nil
+	})
+	require.Eventually(t, func() bool { return informerGoroutines() <= running }, 10*time.Second, 50*time.Millisecond,
+		"the old instance's informers must stop: %d goroutines, %d before the reload", informerGoroutines(), running)
 }
 
 func freePort(t *testing.T) int {
