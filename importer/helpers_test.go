@@ -240,15 +240,22 @@ func (p *proxy) pause() {
 	}
 }
 
-// resume listens again at the same address.
+// resume listens again at the same address. It may be called from any
+// goroutine, so it reports failure with t.Error.
 func (p *proxy) resume(t *testing.T) {
-	var ln net.Listener
-	require.Eventually(t, func() bool {
-		var err error
-		ln, err = net.Listen("tcp", p.addr)
-		return err == nil
-	}, 10*time.Second, 50*time.Millisecond)
-	p.serve(ln)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ln, err := net.Listen("tcp", p.addr)
+		if err == nil {
+			p.serve(ln)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("proxy cannot listen at %s again: %v", p.addr, err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // kubeconfigVia writes a copy of set's kubeconfig where the named

@@ -334,6 +334,28 @@ func TestImporter(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want, name)
 		}
 	})
+
+	t.Run("start-up waits for a member up to --connect-timeout", func(t *testing.T) {
+		northProxy.pause()
+		o := baseOptions(kubeconfig, contexts...)
+		o.ConnectTimeout = 2 * time.Second
+		o.Log = testLogger()
+		start := time.Now()
+		err := importer.Run(bg(), o)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `context "north"`)
+		assert.GreaterOrEqual(t, time.Since(start), 2*time.Second, "retried until the timeout")
+
+		// Back within the timeout: the importer starts.
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			northProxy.resume(t)
+		}()
+		o = baseOptions(kubeconfig, contexts...)
+		o.ConnectTimeout = time.Minute
+		r := startImporter(t, o)
+		r.stop()
+	})
 }
 
 // worldSnapshot is every object mcs-importer owns, without server-set metadata.

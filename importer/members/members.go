@@ -81,9 +81,6 @@ func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member
 	if m.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("context %q: %w", contextName, err)
 	}
-	if m.ID, m.IDSource, err = ClusterID(ctx, m.Dynamic, contextName); err != nil {
-		return nil, fmt.Errorf("context %q: %w", contextName, err)
-	}
 	// Discovery takes no context: bound it by the context's deadline.
 	dcfg := rest.CopyConfig(cfg)
 	if dl, ok := ctx.Deadline(); ok {
@@ -93,17 +90,48 @@ func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member
 	if err != nil {
 		return nil, fmt.Errorf("context %q: %w", contextName, err)
 	}
+	// A member that is briefly unreachable at start-up is retried until
+	// ctx's deadline; answers that will not change (no MCS API, no access)
+	// fail at once.
+	for {
+		err = m.discover(ctx, dc)
+		if err == nil {
+			return m, nil
+		}
+		if permanent(err) {
+			return nil, fmt.Errorf("context %q: %w", contextName, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("context %q: %w", contextName, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (m *Member) discover(ctx context.Context, dc discovery.DiscoveryInterface) error {
+	var err error
+	if m.ID, m.IDSource, err = ClusterID(ctx, m.Dynamic, m.Context); err != nil {
+		return err
+	}
 	gvr, err := mcsapi.ServedVersion(dc, mcsapi.ServiceExports)
 	if err != nil {
-		return nil, fmt.Errorf("context %q: %w", contextName, err)
+		return err
 	}
 	m.ExportVersion = gvr.Version
 	if gvr, err = mcsapi.ServedVersion(dc, mcsapi.ServiceImports); err != nil {
-		return nil, fmt.Errorf("context %q: %w", contextName, err)
+		return err
 	}
 	m.ImportVersion = gvr.Version
-	return m, nil
+	return nil
 }
+
+func permanent(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
+		errors.Is(err, errNoValue)
+}
+
+var errNoValue = errors.New("no spec.value")
 
 // ClusterID reads the About API ClusterProperty cluster.clusterset.k8s.io
 // with the dynamic client. When the property (or the About API) is absent
@@ -119,7 +147,7 @@ func ClusterID(ctx context.Context, dyn dynamic.Interface, fallback string) (id,
 	}
 	v, _, _ := unstructuredString(obj.Object, "spec", "value")
 	if v == "" {
-		return "", "", fmt.Errorf("ClusterProperty %s has no spec.value", mcsapi.ClusterIDProperty)
+		return "", "", fmt.Errorf("ClusterProperty %s: %w", mcsapi.ClusterIDProperty, errNoValue)
 	}
 	return v, "ClusterProperty", nil
 }
