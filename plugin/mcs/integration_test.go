@@ -28,12 +28,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -487,6 +489,7 @@ legacy 5 IN A 192.0.2.99
 
 	t.Run("shutdown stops everything, gauges follow", func(t *testing.T) { testLifecycle(t, set) })
 	t.Run("reload", func(t *testing.T) { testReload(t, set) })
+	t.Run("RBAC from the README", func(t *testing.T) { testRBAC(t, set) })
 	t.Run("v1alpha1 only, CRDs installed late, ready", func(t *testing.T) { testAlpha(t, set) })
 	t.Run("status fork and API down", func(t *testing.T) { testForkAndAPIDown(t, set) })
 }
@@ -572,6 +575,42 @@ func testReload(t *testing.T, set *cluster.Set) {
 	})
 	require.Eventually(t, func() bool { return informerGoroutines() <= running }, 10*time.Second, 50*time.Millisecond,
 		"the old instance's informers must stop: %d goroutines, %d before the reload", informerGoroutines(), running)
+}
+
+// testRBAC runs the plugin as a user without permissions: it is not ready
+// and counts the Forbidden errors; once the README's rules are bound it
+// syncs and answers.
+func testRBAC(t *testing.T, set *cluster.Set) {
+	mc := set.Get("main")
+	cfg := rest.CopyConfig(mc.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "mcs-dns-test"}
+	before := testutil.ToFloat64(watchErrors.WithLabelValues(mcsapi.ServiceImports))
+	p := newMCS(&config{zones: []string{"clusterset.local."}, ttl: 5}, cfg)
+	p.start()
+	t.Cleanup(p.stop)
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(watchErrors.WithLabelValues(mcsapi.ServiceImports)) > before
+	}, 20*time.Second, 50*time.Millisecond, "Forbidden is reported")
+	assert.False(t, p.Ready())
+
+	ctx := ctxT(t)
+	_, err := mc.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "mcs-dns-test"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = mc.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "mcs-dns-test"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "mcs-dns-test"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "mcs-dns-test"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, p.Ready, 60*time.Second, 50*time.Millisecond, "ready once the rules are bound")
+	r := query(t, p, "v6.demo.svc.clusterset.local.", dns.TypeAAAA)
+	assert.Equal(t, []string{"v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c"}, rrs(r.Answer))
 }
 
 func freePort(t *testing.T) int {
