@@ -334,7 +334,8 @@ func Compute(in Input) Result {
 		slices.SortFunc(byCluster, func(a, b *Export) int { return cmp.Compare(a.ClusterID, b.ClusterID) })
 		for _, e := range byCluster {
 			for _, s := range e.Slices {
-				if s.DeletionTimestamp != nil {
+				// FQDN slices have no place in MCS DNS; deleted ones are gone.
+				if s.DeletionTimestamp != nil || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
 					continue
 				}
 				res.Slices = append(res.Slices, MirrorSlice(s, e.ClusterID, in.Name))

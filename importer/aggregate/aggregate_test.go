@@ -410,11 +410,17 @@ func TestMirroredSlices(t *testing.T) {
 	gone := eslice("web-gone")
 	gone.DeletionTimestamp = ptr(metav1.NewTime(t0))
 	b.Slices = append(b.Slices, gone)
+	fqdn := eslice("web-fqdn", discoveryv1.Endpoint{Addresses: []string{"db.example.com"}})
+	fqdn.AddressType = discoveryv1.AddressTypeFQDN
+	b.Slices = append(b.Slices, fqdn)
+	v6 := eslice("web-v6", discoveryv1.Endpoint{Addresses: []string{"fd00::1"}})
+	v6.AddressType = discoveryv1.AddressTypeIPv6
+	b.Slices = append(b.Slices, v6)
 	invalid := mk(exp{cluster: "north", noSvc: true})
 	invalid.Slices = []*discoveryv1.EndpointSlice{eslice("web-zzz", discoveryv1.Endpoint{Addresses: []string{"10.3.0.1"}})}
 
 	r := Compute(Input{Namespace: "ns", Name: "web", Exports: []Export{a, b, invalid}})
-	require.Len(t, r.Slices, 3, "one mirror per source slice of each valid export, empty slices included")
+	require.Len(t, r.Slices, 4, "one mirror per IP source slice of each valid export, empty slices included")
 	byName := map[string]*discoveryv1.EndpointSlice{}
 	for _, s := range r.Slices {
 		byName[s.Name] = s
@@ -440,6 +446,10 @@ func TestMirroredSlices(t *testing.T) {
 	assert.Equal(t, "west", west.Labels[mcsapi.LabelSourceCluster])
 	assert.False(t, *west.Endpoints[0].Conditions.Ready)
 	assert.NotNil(t, byName[SliceName("web", "east", "web-empty")])
+	if v6m := byName[SliceName("web", "west", "web-v6")]; assert.NotNil(t, v6m) {
+		assert.Equal(t, discoveryv1.AddressTypeIPv6, v6m.AddressType)
+	}
+	assert.Nil(t, byName[SliceName("web", "west", "web-fqdn")], "FQDN slices are not mirrored")
 
 	assert.True(t, SliceUpToDate(east, east.DeepCopy()))
 	changed := east.DeepCopy()
