@@ -216,7 +216,7 @@ func watchErrorHandler(resource string) cache.WatchErrorHandlerWithContext {
 			return // the server closed a watch; the reflector resumes it
 		}
 		watchErrors.WithLabelValues(resource).Inc()
-		log.Warningf("watching %s (serving the last answers meanwhile): %v", resource, err)
+		log.Warningf("watching %s: %v", resource, err)
 	}
 }
 
