@@ -57,7 +57,7 @@ func TestBinary(t *testing.T) {
 		assert.Equal(t, 0, code)
 		help := stdout + stderr
 		for _, f := range []string{"kubeconfig", "contexts", "import-into", "metrics-addr", "endpoint-grace-period",
-			"resync", "workers", "health-probe-interval", "cache-sync-timeout", "connect-timeout", "log-format", "v "} {
+			"resync", "workers", "kube-api-qps", "kube-api-burst", "health-probe-interval", "cache-sync-timeout", "connect-timeout", "log-format", "v "} {
 			assert.Contains(t, help, "-"+f, "--help")
 		}
 		assert.Contains(t, help, "ClusterProperty")

@@ -67,7 +67,7 @@ func LoadConfig(path, contextName string) (*rest.Config, error) {
 func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = 50, 100
+		cfg.QPS, cfg.Burst = 100, 200
 	}
 	cfg.UserAgent = "mcs-importer"
 	m := &Member{Context: contextName, Config: cfg}
