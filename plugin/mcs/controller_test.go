@@ -1,0 +1,140 @@
+package mcs
+
+import (
+	"bytes"
+	stdlog "log"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/compact"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// storeOnly is a source whose informers are never run: the test fills
+// their stores directly, to exercise controller.sync without an API.
+func storeOnly() *source {
+	lw := &cache.ListWatch{}
+	return &source{
+		imports: cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{}),
+		slices:  cache.NewSharedIndexInformer(lw, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{byService: indexByService}),
+	}
+}
+
+func importObj(t *testing.T, ns, name string, spec, status map[string]any) *compact.Import {
+	u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}}
+	if status != nil {
+		u.Object["status"] = status
+	}
+	obj, err := transformImport(u)
+	require.NoError(t, err)
+	return obj.(*compact.Import)
+}
+
+func sliceObj(t *testing.T, ns, name, svc, cluster string, eps ...discoveryv1.Endpoint) *compact.Slice {
+	obj, err := transformSlice(&discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{mcsapi.LabelServiceName: svc, mcsapi.LabelSourceCluster: cluster}},
+		AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps,
+	})
+	require.NoError(t, err)
+	return obj.(*compact.Slice)
+}
+
+func captureLog(t *testing.T) *bytes.Buffer {
+	var buf bytes.Buffer
+	out := stdlog.Writer()
+	stdlog.SetOutput(&buf)
+	t.Cleanup(func() { stdlog.SetOutput(out) })
+	return &buf
+}
+
+func TestControllerSync(t *testing.T) {
+	p := newMCS(&config{zones: []string{"clusterset.local."}, ttl: 5}, nil)
+	c := newController(&rest.Config{}, nil, p.index, answers.Config{Zones: []string{"clusterset.local."}, TTL: 5})
+	p.ctl = c
+	c.synced.Store(true)
+	src := storeOnly()
+	c.sources = map[string]*source{metav1.NamespaceAll: src}
+	imports, slices := src.imports.GetIndexer(), src.slices.GetIndexer()
+	logs := captureLog(t)
+
+	// A headless import and its slice: answers appear.
+	require.NoError(t, imports.Add(importObj(t, "demo", "db", map[string]any{"type": "Headless",
+		"ports": []any{map[string]any{"name": "pg", "protocol": "TCP", "port": int64(5432)}}}, nil)))
+	c.sync("demo", "db", time.Now())
+	assert.Nil(t, p.index.Service("db.demo"), "no endpoints yet")
+	require.NoError(t, slices.Add(sliceObj(t, "demo", "db-east", "db", "east",
+		discoveryv1.Endpoint{Addresses: []string{"10.1.0.5"}, Hostname: ptr.To("db-0")})))
+	c.sync("demo", "db", time.Now())
+	r := query(t, p, "db-0.east.db.demo.svc.clusterset.local.", dns.TypeA)
+	assert.Equal(t, []string{"db-0.east.db.demo.svc.clusterset.local. A 10.1.0.5"}, rrs(r.Answer))
+
+	// Absent: logged once however often the service is rebuilt.
+	require.NoError(t, imports.Update(importObj(t, "demo", "db", map[string]any{"type": "Headless"},
+		map[string]any{"endpointSliceObjects": "Absent"})))
+	for range 3 {
+		c.sync("demo", "db", time.Now())
+	}
+	assert.Nil(t, p.index.Service("db.demo"))
+	assert.Equal(t, 1, strings.Count(logs.String(), "endpointSliceObjects is Absent"), logs.String())
+
+	// Present again: answers come back; Absent again logs again.
+	require.NoError(t, imports.Update(importObj(t, "demo", "db", map[string]any{"type": "Headless"}, nil)))
+	c.sync("demo", "db", time.Now())
+	assert.NotNil(t, p.index.Service("db.demo"))
+	require.NoError(t, imports.Update(importObj(t, "demo", "db", map[string]any{"type": "Headless"},
+		map[string]any{"endpointSliceObjects": "Absent"})))
+	c.sync("demo", "db", time.Now())
+	assert.Equal(t, 2, strings.Count(logs.String(), "endpointSliceObjects is Absent"))
+	require.NoError(t, imports.Update(importObj(t, "demo", "db", map[string]any{"type": "Headless"}, nil)))
+	c.sync("demo", "db", time.Now())
+	assert.NotNil(t, p.index.Service("db.demo"))
+
+	// A malformed import replaces a good one: its answers go, others stay.
+	require.NoError(t, imports.Add(importObj(t, "demo", "web", map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.1"}}, nil)))
+	c.sync("demo", "web", time.Now())
+	require.NotNil(t, p.index.Service("web.demo"))
+	before := counter(t, kindServiceImport)
+	bad := importObj(t, "demo", "web", map[string]any{"type": "ClusterSetIP", "ips": []any{"nope"}}, nil)
+	assert.Equal(t, before+1, counter(t, kindServiceImport))
+	require.NoError(t, imports.Update(bad))
+	c.sync("demo", "web", time.Now())
+	assert.Nil(t, p.index.Service("web.demo"))
+	assert.NotNil(t, p.index.Service("db.demo"))
+
+	// Deleting the import removes its answers; stop() takes the gauges back.
+	require.NoError(t, imports.Delete(bad))
+	c.sync("demo", "web", time.Now())
+	require.NoError(t, imports.Delete(&compact.Import{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "demo"}}))
+	c.sync("demo", "db", time.Now())
+	assert.Nil(t, p.index.Service("db.demo"))
+	assert.False(t, p.index.HasNamespace("demo"))
+	assert.Equal(t, [3]float64{}, c.published.imports)
+	assert.Equal(t, 0.0, c.published.endpoints)
+}
+
+func TestHandlerKeys(t *testing.T) {
+	p := newMCS(&config{zones: []string{"clusterset.local."}, ttl: 5}, nil)
+	c := newController(&rest.Config{}, nil, p.index, answers.Config{Zones: []string{"clusterset.local."}, TTL: 5})
+	src := storeOnly()
+	c.sources = map[string]*source{metav1.NamespaceAll: src}
+	imp := importObj(t, "demo", "web", map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.1"}}, nil)
+	require.NoError(t, src.imports.GetIndexer().Add(imp))
+	h := c.handler(true)
+	h.OnAdd(imp, true)
+	require.NotNil(t, p.index.Service("web.demo"))
+	require.NoError(t, src.imports.GetIndexer().Delete(imp))
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "demo/web", Obj: imp})
+	assert.Nil(t, p.index.Service("web.demo"), "tombstones are handled")
+}
