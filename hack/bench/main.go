@@ -52,6 +52,7 @@ type Options struct {
 	Skip           string
 	ImporterServer string
 	ExportType     string
+	StartupProfile time.Duration
 }
 
 func (o Options) phase(name string) bool {
@@ -96,7 +97,8 @@ func main() {
 	flag.StringVar(&o.GoBench, "go-bench", "./plugin/...", "packages for go test -bench (empty: skip)")
 	flag.IntVar(&o.Exports, "exports", 1000, "importer: new ServiceExports in one cluster")
 	flag.DurationVar(&o.Steady, "steady", 20*time.Second, "importer: steady-state window for counting writes")
-	flag.BoolVar(&o.Profile, "profile", true, "take CPU and heap profiles of a and b under the mix")
+	flag.BoolVar(&o.Profile, "profile", true, "take CPU and heap profiles of a and b under the mix, heap profiles after sync, and a CPU profile of the large start-up")
+	flag.DurationVar(&o.StartupProfile, "startup-profile", 8*time.Second, "length of the start-up CPU profile at the large size")
 	flag.IntVar(&o.Workers, "workers", 48, "parallel creates when loading fixtures")
 	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,startup,10x,importer,gobench")
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")

@@ -258,7 +258,30 @@ func (b *Bench) startupPhase(ctx context.Context, size string, s Sizes) {
 				b.note("start %s: %v", id, err)
 				continue
 			}
+			// At the largest size, once: a CPU profile of the start-up, taken
+			// as soon as the pprof listener is up.
+			var startProf chan error
+			if r == 1 && id != "c" && o.Profile && size != "1x" {
+				startProf = make(chan error, 1)
+				go func() {
+					path := filepath.Join(b.Out, "profiles", fmt.Sprintf("%s.cpu.startup-%s.pprof", id, size))
+					url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", srv.Pprof, int(o.StartupProfile.Seconds()))
+					for ctx.Err() == nil && !srv.Proc.Exited() {
+						if err := fetch(ctx, url, path); err == nil {
+							startProf <- nil
+							return
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+					startProf <- fmt.Errorf("no start-up profile")
+				}()
+			}
 			d, err := b.WaitAnswering(ctx, srv, sample, o.StartupTimeout)
+			if startProf != nil {
+				if perr := <-startProf; perr == nil {
+					logf("start-up CPU profile of %s at %s written", id, size)
+				}
+			}
 			if err != nil {
 				b.note("%s start-up at %s, round %d: %v", id, size, r, err)
 				if srv.Proc.Exited() {
@@ -269,6 +292,15 @@ func (b *Bench) startupPhase(ctx context.Context, size string, s Sizes) {
 			}
 			_ = waitCtx(ctx, o.Settle)
 			rss, hwm, err := RSS(srv.Proc.Cmd.Process.Pid)
+			if r == 1 && id != "c" && o.Profile {
+				// What the RSS is made of: a heap profile and the Go
+				// runtime's memory statistics, once per size.
+				base := filepath.Join(b.Out, "profiles", fmt.Sprintf("%s.heap.%s", id, size))
+				if ferr := fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", srv.Pprof), base+".pprof"); ferr == nil {
+					_ = fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?debug=1", srv.Pprof), base+".txt")
+					b.Results.MemStats[id+"@"+size] = memStats(base + ".txt")
+				}
+			}
 			b.StopServer(srv)
 			if err != nil {
 				b.note("RSS of %s: %v", id, err)
@@ -318,4 +350,25 @@ func (b *Bench) goBenchPhase(ctx context.Context) {
 			b.Results.GoBench.Lines = append(b.Results.GoBench.Lines, line)
 		}
 	}
+}
+
+// memStats picks the Go runtime's memory statistics (in MiB) out of a
+// /debug/pprof/heap?debug=1 dump.
+func memStats(path string) map[string]float64 {
+	out := map[string]float64{}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		var name string
+		var v float64
+		if n, _ := fmt.Sscanf(line, "# %s = %g", &name, &v); n == 2 {
+			switch name {
+			case "HeapAlloc", "HeapInuse", "HeapIdle", "HeapReleased", "HeapSys", "Sys", "NextGC", "StackInuse", "GCSys", "OtherSys":
+				out[name] = v / (1 << 20)
+			}
+		}
+	}
+	return out
 }

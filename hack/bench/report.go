@@ -200,6 +200,19 @@ func (r *Results) Markdown() string {
 		p("| %s | %s | %s | %s | %s | %s | %s |\n", size, f(aok, ar, "MiB"), f(bok, br, "MiB"), rt, f(cok, cr, "MiB"), f(aok, as, "ms"), f(bok, bs, "ms"))
 	}
 	p("\nStart to answering: from starting the process to every name of a sample (the last service of every namespace of each kind, plus random ones, all kinds it answers right) answering right; polled every few ms. RSS: VmRSS %s after that.\n", o.Settle)
+	if len(r.MemStats) > 0 {
+		keys := make([]string, 0, len(r.MemStats))
+		for k := range r.MemStats {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		p("Go heap after sync (first start of each size; MiB): ")
+		for _, k := range keys {
+			ms := r.MemStats[k]
+			p("%s: HeapAlloc %.1f, HeapInuse %.1f, HeapSys %.1f, NextGC %.1f, Sys %.1f; ", k, ms["HeapAlloc"], ms["HeapInuse"], ms["HeapSys"], ms["NextGC"], ms["Sys"])
+		}
+		p("\n")
+	}
 	if len(r.RSSAfterLoad) > 0 {
 		p("RSS after the throughput runs (VmRSS / VmHWM):")
 		for _, id := range ServerIDs {

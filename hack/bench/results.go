@@ -27,6 +27,7 @@ type Results struct {
 	Startup      map[string]map[string]*Startup `json:"startup"` // size -> server
 	RSSAfterLoad map[string][2]int64            `json:"rss_after_load"`
 	Profiles     map[string][]string            `json:"profiles"`
+	MemStats     map[string]map[string]float64  `json:"memstats_mib"` // server@size -> Go runtime stats after sync
 	Importer     *ImporterResult                `json:"importer,omitempty"`
 	GoBench      GoBench                        `json:"go_bench"`
 	Targets      []Target                       `json:"targets"`
@@ -106,6 +107,7 @@ func newResults(o Options) *Results {
 		Startup:      map[string]map[string]*Startup{},
 		RSSAfterLoad: map[string][2]int64{},
 		Profiles:     map[string][]string{},
+		MemStats:     map[string]map[string]float64{},
 	}
 	r.Machine = machine()
 	return r
