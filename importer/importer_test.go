@@ -3,9 +3,9 @@ package importer_test
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -143,6 +143,7 @@ func TestImporter(t *testing.T) {
 	}
 	keepImport, err = getImport(west, ns, "keep")
 	require.NoError(t, err)
+	a.quiesce(t, 2*time.Second)
 	a.stop()
 
 	t.Run("restart adopts, deletes orphans, leaves foreign objects alone", func(t *testing.T) {
@@ -150,7 +151,7 @@ func TestImporter(t *testing.T) {
 		// own and objects we do not own appear.
 		rmExport(t, east, ns, "drop")
 		orphan, err := north.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: aggregate.SliceLabels("nothing", "east-1")},
+			ObjectMeta:  metav1.ObjectMeta{Name: "orphan", Labels: aggregate.SliceLabels("nothing", "east-1")},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   endpoints(ips(1, "10.61.0")),
 		}, metav1.CreateOptions{})

@@ -176,7 +176,7 @@ func TestConflicts(t *testing.T) {
 			}},
 		{name: "traffic distribution", conflicts: "TrafficDistributionConflict",
 			exports: []exp{{cluster: "a"}, {cluster: "b", age: 1, svc: func(s *corev1.Service) { s.Spec.TrafficDistribution = &td }}},
-			check: func(t *testing.T, r Result) { assert.Nil(t, r.Import.Spec.TrafficDistribution) }},
+			check:   func(t *testing.T, r Result) { assert.Nil(t, r.Import.Spec.TrafficDistribution) }},
 		{name: "ip families", conflicts: "IPFamilyConflict",
 			exports: []exp{{cluster: "a"}, {cluster: "b", age: 1, svc: func(s *corev1.Service) {
 				s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}

@@ -347,4 +347,3 @@ func withLabels(base, extra map[string]string) map[string]string {
 	maps.Copy(out, base)
 	return out
 }
-
