@@ -17,7 +17,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -150,7 +149,7 @@ func TestImporter(t *testing.T) {
 		// While no importer runs: an export goes, and an orphan slice we
 		// own and objects we do not own appear.
 		rmExport(t, east, ns, "drop")
-		orphan, err := north.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
+		_, err := north.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Name: "orphan", Labels: aggregate.SliceLabels("nothing", "east-1")},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   endpoints(ips(1, "10.61.0")),
@@ -182,7 +181,6 @@ func TestImporter(t *testing.T) {
 			_, err := north.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), "orphan", metav1.GetOptions{})
 			assert.True(c, apierrors.IsNotFound(err), "orphan slice: %v", err)
 		}, waitFor, tick)
-		_ = orphan
 
 		writes := b.quiesce(t, 3*time.Second)
 		for k := range writes {
@@ -942,4 +940,3 @@ func sortStrings(s []string) {
 	}
 }
 
-var _ = types.UID("")
