@@ -1,12 +1,14 @@
 package importer_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/importer"
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
+	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 )
@@ -299,6 +302,48 @@ func TestImporter(t *testing.T) {
 		r2.quiesce(t, 2*time.Second)
 		r1.stop()
 		r2.stop()
+	})
+
+	t.Run("the VIP seam", func(t *testing.T) {
+		ns := "imp-vip"
+		mkNamespace(t, ns, all...)
+		p := &fakeVIP{ns: ns}
+		o := baseOptions(kubeconfig, contexts...)
+		o.VIP = p
+		r := startImporter(t, o)
+		mkService(t, east, ns, "web", false, tcpPort("http", 80))
+		putSlice(t, east, ns, "web", "web-1", ips(1, "10.85.0")...)
+		mkExport(t, east, ns, "web")
+		mkService(t, east, ns, "nova", false, tcpPort("http", 80))
+		mkExport(t, east, ns, "nova")
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			for _, cl := range all {
+				id := map[string]string{"east": "east-1"}[cl.Name]
+				if id == "" {
+					id = cl.Name
+				}
+				si, err := getImport(cl, ns, "web")
+				if assert.NoError(c, err) {
+					assert.Equal(c, []string{"240.0.0.1"}, si.Spec.IPs)
+					assert.Equal(c, id, si.Annotations["test/vip-cluster"])
+					assert.Equal(c, "True/Ready", condition(si.Status.Conditions, "Ready"))
+				}
+				ss, err := mirrored(cl, ns, "web")
+				if assert.NoError(c, err) && assert.Len(c, ss, 1) {
+					assert.Equal(c, "derived-web", ss[0].Labels["kubernetes.io/service-name"])
+					assert.Equal(c, mcsapi.ManagedByImporter, ss[0].Labels[mcsapi.LabelManagedBy])
+				}
+				si, err = getImport(cl, ns, "nova")
+				if assert.NoError(c, err) {
+					assert.Empty(c, si.Spec.IPs)
+					assert.Equal(c, "False/NoVIP", condition(si.Status.Conditions, "Ready"))
+				}
+			}
+		}, waitFor, tick)
+		rmExport(t, east, ns, "web")
+		waitNoImport(t, all, ns, "web")
+		require.Eventually(t, func() bool { return p.released(3) }, waitFor, tick, "Release in every cluster")
+		r.stop()
 	})
 
 	t.Run("no goroutine outlives Run", func(t *testing.T) {
@@ -940,3 +985,43 @@ func sortStrings(s []string) {
 	}
 }
 
+
+// fakeVIP assigns 240.0.0.1 to "web" in its namespace, none to others, and
+// says so in the import's Ready condition.
+type fakeVIP struct {
+	ns       string
+	mu       sync.Mutex
+	releases map[string]bool
+}
+
+func (f *fakeVIP) Assign(_ context.Context, cluster string, si *mcsv1beta1.ServiceImport) (vip.Assignment, error) {
+	if si.Namespace != f.ns {
+		return vip.Assignment{}, nil
+	}
+	if si.Name != "web" {
+		return vip.Assignment{Ready: &metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "NoVIP", Message: "none left"}}, nil
+	}
+	return vip.Assignment{
+		IPs:         []string{"240.0.0.1"},
+		Annotations: map[string]string{"test/vip-cluster": cluster},
+		SliceLabels: map[string]string{"kubernetes.io/service-name": "derived-web"},
+	}, nil
+}
+
+func (f *fakeVIP) Release(_ context.Context, cluster, ns, name string) error {
+	if ns == f.ns && name == "web" {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.releases == nil {
+			f.releases = map[string]bool{}
+		}
+		f.releases[cluster] = true
+	}
+	return nil
+}
+
+func (f *fakeVIP) released(n int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.releases) == n
+}

@@ -77,6 +77,13 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 			}
 			maps.Copy(desired.Annotations, asg.Annotations)
 		}
+	} else if err := c.vip.Release(ctx, m.ID, ns, name); err != nil {
+		c.failed(m, "release VIP")
+		return cur != nil, false, fmt.Errorf("releasing VIP: %w", err)
+	}
+	ready := aggregate.ImportReadyCondition()
+	if asg.Ready != nil {
+		ready = *asg.Ready
 	}
 
 	// Slices first, so that an import never shows up without its endpoints.
@@ -142,7 +149,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	// Status.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		want := desired.Status
-		want.Conditions = aggregate.MergeConditions(cur.Status.Conditions, cur.Generation, now, aggregate.ImportReadyCondition())
+		want.Conditions = aggregate.MergeConditions(cur.Status.Conditions, cur.Generation, now, ready)
 		if aggregate.ImportStatusUpToDate(&want, &cur.Status) {
 			return nil
 		}

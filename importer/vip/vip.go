@@ -1,13 +1,15 @@
 // Package vip is the seam through which mcs-importer gives ClusterSetIP
 // imports their VIPs (the import's spec.ips). The reconcile calls the
 // Provider for every ClusterSetIP import it writes into an importing
-// cluster, and Release after it deletes one. This issue ships only None;
+// cluster, and Release whenever an import must have no VIP there (deleted,
+// or Headless). This issue ships only None;
 // the derived-Service and clusterset-CIDR models plug in here.
 package vip
 
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -21,6 +23,9 @@ type Assignment struct {
 	// SliceLabels are added to every mirrored EndpointSlice of the import
 	// in that cluster (for example kubernetes.io/service-name=<derived>).
 	SliceLabels map[string]string
+	// Ready, if set, replaces the import's Ready condition in that cluster
+	// (for example Ready=False when no VIP can be allocated).
+	Ready *metav1.Condition
 }
 
 // Provider assigns VIPs. Implementations keep their state in the member
@@ -31,8 +36,10 @@ type Provider interface {
 	// It is called on every reconcile and must be idempotent and cheap
 	// when nothing changes.
 	Assign(ctx context.Context, clusterID string, desired *mcsv1beta1.ServiceImport) (Assignment, error)
-	// Release is called after the import namespace/name was deleted from
-	// clusterID (or must not exist there).
+	// Release is called whenever the import namespace/name must have no
+	// VIP in clusterID: after it was deleted there, and on every reconcile
+	// of a Headless import. It must be idempotent and cheap when there is
+	// nothing to release.
 	Release(ctx context.Context, clusterID, namespace, name string) error
 }
 
