@@ -985,7 +985,6 @@ func sortStrings(s []string) {
 	}
 }
 
-
 // fakeVIP assigns 240.0.0.1 to "web" in its namespace, none to others, and
 // says so in the import's Ready condition.
 type fakeVIP struct {
