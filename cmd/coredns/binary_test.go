@@ -84,10 +84,12 @@ func TestBinaryKubernetesAndMCS(t *testing.T) {
 			mcsapi.LabelServiceName: "db", mcsapi.LabelSourceCluster: "east.eu", mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.5"}, Hostname: ptr.To("db-0")}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To[int32](5432), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	corefile := fmt.Sprintf(`. {
+    errors
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         kubeconfig %[1]s east
         fallthrough in-addr.arpa ip6.arpa
@@ -136,6 +138,9 @@ func TestBinaryKubernetesAndMCS(t *testing.T) {
 	expect(rev("10.250.0.10"), dns.TypePTR, "PTR web.demo.svc.clusterset.local.")
 	// Not checked here: PTR of an imported headless endpoint IP. The
 	// kubernetes plugin, first in the chain, indexes every EndpointSlice
-	// and answers PTR for its addresses itself (with a broken name when
-	// the slice lacks kubernetes.io/service-name), so it never reaches mcs.
+	// (imported ones included) and answers PTR for their addresses itself;
+	// for a slice without kubernetes.io/service-name it builds the name
+	// "db-0..demo.svc.cluster.local.", which cannot be packed, and the
+	// client times out. The mcs plugin's own PTR answers are tested in
+	// plugin/mcs.
 }
