@@ -106,11 +106,11 @@ func labels(id string) map[string]string {
 func TestSliceFromEndpointSlice(t *testing.T) {
 	s := SliceFromEndpointSlice(slice(labels("west.eu"), discoveryv1.AddressTypeIPv4,
 		discoveryv1.Endpoint{Addresses: []string{"10.1.0.5"}, Hostname: ptr.To("db-0"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
-		discoveryv1.Endpoint{Addresses: []string{"10.1.0.6"}},                                                           // nil ready
+		discoveryv1.Endpoint{Addresses: []string{"10.1.0.6"}}, // nil ready
 		discoveryv1.Endpoint{Addresses: []string{"10.1.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
-		discoveryv1.Endpoint{Addresses: []string{"10.1.0.999"}},                                                         // bad IP: skipped
-		discoveryv1.Endpoint{Addresses: []string{"fd00::1"}},                                                            // wrong family
-		discoveryv1.Endpoint{Addresses: []string{"10.1.0.8"}, Hostname: ptr.To("Not_A_Label")},                          // bad hostname
+		discoveryv1.Endpoint{Addresses: []string{"10.1.0.999"}},                                // bad IP: skipped
+		discoveryv1.Endpoint{Addresses: []string{"fd00::1"}},                                   // wrong family
+		discoveryv1.Endpoint{Addresses: []string{"10.1.0.8"}, Hostname: ptr.To("Not_A_Label")}, // bad hostname
 	), time.Now())
 	require.NoError(t, s.Err)
 	assert.Equal(t, "demo/db", s.ServiceKey())

@@ -28,8 +28,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,8 +173,8 @@ func negative(rcode int, zone string) func(*dns.Msg) error {
 }
 
 var (
-	wantNX = negative(dns.RcodeNameError, "clusterset.local.")
-	wantNODATA   = negative(dns.RcodeSuccess, "clusterset.local.")
+	wantNX     = negative(dns.RcodeNameError, "clusterset.local.")
+	wantNODATA = negative(dns.RcodeSuccess, "clusterset.local.")
 )
 
 func ctxT(t *testing.T) context.Context {
