@@ -41,6 +41,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	if res.Import == nil || !active {
 		// No import here: delete ours, then its slices.
 		var errs []error
+		gone := true
 		if cur != nil {
 			err := m.DeleteImport(ctx, ns, name, cur.UID)
 			c.wrote(m, kindImport, "delete", ns, name)
@@ -52,11 +53,13 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 			default:
 				c.failed(m, "delete ServiceImport")
 				errs = append(errs, err)
+				gone = false
 			}
-			if err == nil || apierrors.IsNotFound(err) {
-				if err := c.vip.Release(ctx, m.ID, ns, name); err != nil {
-					errs = append(errs, fmt.Errorf("releasing VIP: %w", err))
-				}
+		}
+		if gone {
+			if err := c.vip.Release(ctx, m.ID, ns, name); err != nil {
+				c.failed(m, "release VIP")
+				errs = append(errs, fmt.Errorf("releasing VIP: %w", err))
 			}
 		}
 		errs = append(errs, c.applySlices(ctx, v, ns, name, nil, nil))

@@ -37,9 +37,9 @@ type Provider interface {
 	// when nothing changes.
 	Assign(ctx context.Context, clusterID string, desired *mcsv1beta1.ServiceImport) (Assignment, error)
 	// Release is called whenever the import namespace/name must have no
-	// VIP in clusterID: after it was deleted there, and on every reconcile
-	// of a Headless import. It must be idempotent and cheap when there is
-	// nothing to release.
+	// VIP in clusterID: on every reconcile where the import must not exist
+	// there (after deleting it, if it did), and for a Headless import. It
+	// must be idempotent and cheap when there is nothing to release.
 	Release(ctx context.Context, clusterID, namespace, name string) error
 }
 
