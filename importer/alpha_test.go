@@ -99,4 +99,28 @@ func TestAlphaOnlyMember(t *testing.T) {
 		assert.True(c, apierrors.IsNotFound(err))
 	}, waitFor, tick)
 	waitNoImport(t, []*cluster.Cluster{nw}, ns, "web")
+
+	// The old cluster goes away for good (c.Stop): after the grace period
+	// its endpoints are withdrawn and new's own export is unaffected.
+	for _, c := range []*cluster.Cluster{old, nw} {
+		mkService(t, c, ns, "api", false, tcpPort("http", 80))
+	}
+	putSlice(t, old, ns, "api", "api-1", ips(1, "10.91.0")...)
+	putSlice(t, nw, ns, "api", "api-1", ips(1, "10.91.1")...)
+	_, err = old.MCS.MulticlusterV1alpha1().ServiceExports(ns).Create(bg(), &mcsv1alpha1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "api"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	mkExport(t, nw, ns, "api")
+	waitEndpoints(t, []*cluster.Cluster{nw}, ns, "api", map[string][]string{"old": {"10.91.0.1"}, "new": {"10.91.1.1"}})
+	stopped := time.Now()
+	require.NoError(t, old.Stop())
+	t.Logf("stopping the cluster took %s", time.Since(stopped).Round(time.Millisecond))
+	waitEndpoints(t, []*cluster.Cluster{nw}, ns, "api", map[string][]string{"new": {"10.91.1.1"}})
+	assert.GreaterOrEqual(t, time.Since(stopped), 3*time.Second, "withdrawn only after the grace period")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		si, err := getImport(nw, ns, "api")
+		if assert.NoError(c, err) {
+			assert.Equal(c, []mcsv1beta1.ClusterStatus{{Cluster: "new"}}, si.Status.Clusters)
+		}
+		assert.Equal(c, "down", memberState(t, r, "old"))
+	}, waitFor, tick)
 }
