@@ -27,7 +27,8 @@ import (
 var clusterNames = []string{"east", "west", "north"}
 
 type system struct {
-	t        *testing.T
+	t        *testing.T // the running (sub)test, for assertions
+	root     *testing.T // the top-level test, which owns the processes
 	bins     procs.Binaries
 	set      *cluster.Set
 	importer *procs.Process
@@ -35,7 +36,7 @@ type system struct {
 }
 
 func start(t *testing.T) *system {
-	s := &system{t: t, bins: procs.Build(t), dns: map[string]*procs.CoreDNS{}}
+	s := &system{t: t, root: t, bins: procs.Build(t), dns: map[string]*procs.CoreDNS{}}
 	specs := make([]cluster.Spec, len(clusterNames))
 	for i, n := range clusterNames {
 		specs[i] = cluster.Spec{Name: n, ClusterID: n + ".clusters.example"} // multi-label IDs
@@ -49,9 +50,9 @@ func start(t *testing.T) *system {
 }
 
 func (s *system) startImporter() {
-	s.importer = procs.Start(s.t, "mcs-importer", s.bins.Importer,
+	s.importer = procs.Start(s.root, "mcs-importer", s.bins.Importer,
 		"--kubeconfig", s.set.Kubeconfig, "--contexts", strings.Join(clusterNames, ","),
-		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", procs.FreePort(s.t)))
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", procs.FreePort(s.root)))
 }
 
 func (s *system) startCoreDNS(name string) {
@@ -61,7 +62,7 @@ func (s *system) startCoreDNS(name string) {
     }
 }
 `, s.set.Kubeconfig, name)
-	s.dns[name] = procs.StartCoreDNS(s.t, s.bins.CoreDNS, corefile)
+	s.dns[name] = procs.StartCoreDNS(s.root, s.bins.CoreDNS, corefile)
 }
 
 func (s *system) ctx() context.Context {
