@@ -46,7 +46,6 @@ bench: tools build ## Benchmarks: go test -bench for the query path and index up
 
 .PHONY: demo
 demo: tools build ## Three local member clusters, mcs-importer, our CoreDNS per cluster, and dig answers (Ctrl-C stops)
-	@echo "==> building and starting the demo (the first run builds kube-apiserver: 4-10 minutes)"
 	$(GO) run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: demo-down
