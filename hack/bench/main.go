@@ -53,6 +53,7 @@ type Options struct {
 	ImporterServer string
 	ExportType     string
 	StartupProfile time.Duration
+	Starts         int
 }
 
 func (o Options) phase(name string) bool {
@@ -84,14 +85,15 @@ func main() {
 	flag.IntVar(&o.Sizes.Namespaces, "namespaces", 10, "namespaces the imports spread over")
 	flag.IntVar(&o.Sizes.SliceMax, "slice-size", 100, "endpoints per EndpointSlice at most")
 	flag.IntVar(&o.Scale, "scale", 10, "factor of the large run (memory and start-up); <= 1 skips it")
-	flag.IntVar(&o.Rounds, "rounds", 3, "rounds of a, b, c per query kind (medians are reported); also start-up repeats")
-	flag.DurationVar(&o.Duration, "duration", 5*time.Second, "dnsperf run length (whole seconds)")
+	flag.IntVar(&o.Rounds, "rounds", 5, "rounds of a, b, c per query kind (medians are reported)")
+	flag.DurationVar(&o.Duration, "duration", 3*time.Second, "dnsperf run length (whole seconds)")
 	flag.IntVar(&o.MixLines, "mix-lines", 20000, "lines of the mixed query file")
 	flag.IntVar(&o.Updates, "updates", 100, "EndpointSlice updates for the programming latency")
 	flag.StringVar(&o.Out, "out", ".bench", "output folder (results, logs, profiles)")
 	flag.StringVar(&o.CoreDNS, "coredns", "bin/coredns", "our CoreDNS binary")
 	flag.StringVar(&o.Importer, "importer", "bin/mcs-importer", "the mcs-importer binary (the importer part is skipped if missing)")
 	flag.StringVar(&o.DNSPerfArgs, "dnsperf-args", "-c 2 -q 200", "extra dnsperf arguments")
+	flag.IntVar(&o.Starts, "starts", 3, "starts of each server per size for RSS and start-up (medians)")
 	flag.DurationVar(&o.StartupTimeout, "startup-timeout", 3*time.Minute, "how long a server may take to answer every sample name")
 	flag.DurationVar(&o.Settle, "settle", 2*time.Second, "wait after sync before reading RSS")
 	flag.StringVar(&o.GoBench, "go-bench", "./plugin/...", "packages for go test -bench (empty: skip)")

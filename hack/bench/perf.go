@@ -84,7 +84,7 @@ func RunDNSPerf(ctx context.Context, tmpDir, port, file string, d time.Duration,
 		return PerfRun{}, err
 	}
 	defer os.Remove(out)
-	args := []string{"-s", "127.0.0.1", "-p", port, "-d", file, "-l", strconv.Itoa(int(d.Seconds())), "-e", "-v", "-t", "2"}
+	args := []string{"-s", "127.0.0.1", "-p", port, "-d", file, "-l", strconv.Itoa(int(d.Seconds())), "-e", "-v", "-t", "1"}
 	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, "dnsperf", args...)
 	cmd.Stdout, cmd.Stderr = f, f

@@ -240,7 +240,7 @@ func fetch(ctx context.Context, url, path string) error {
 // and the RSS once synced.
 func (b *Bench) startupPhase(ctx context.Context, size string, s Sizes) {
 	o := b.Opt
-	for r := 1; r <= o.Rounds; r++ {
+	for r := 1; r <= o.Starts; r++ {
 		ids := []string{"a", "b", "c"}
 		if r%2 == 0 {
 			ids = []string{"b", "a", "c"}

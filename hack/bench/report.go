@@ -13,11 +13,17 @@ func (r *Results) sum(id string, k Kind) *PerfSum {
 	return r.Summary[id][k]
 }
 
-func ratio(x, y *PerfSum) (float64, bool) {
-	if x == nil || y == nil || y.QPS == 0 {
-		return 0, false
+// ratio is the median over rounds of the per-round QPS ratio x/y.
+func (r *Results) ratio(x, y string, k Kind) (*RatioSum, bool) {
+	rs := r.Ratios[x+"/"+y][k]
+	return rs, rs != nil
+}
+
+func (rs *RatioSum) String() string {
+	if len(rs.Rounds) < 2 {
+		return fmt.Sprintf("%.2f", rs.Median)
 	}
-	return x.QPS / y.QPS, true
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", rs.Median, rs.Min, rs.Max)
 }
 
 func status(ok bool) string {
@@ -63,14 +69,14 @@ func (r *Results) targets() []Target {
 	}
 	b := func(v bool) *bool { return &v }
 
-	if x, ok := ratio(r.sum("a", KindMix), r.sum("c", KindMix)); ok {
-		add("mix QPS a/c", ">= 0.90", fmt.Sprintf("%.2f", x), b(x >= 0.90))
+	if x, ok := r.ratio("a", "c", KindMix); ok {
+		add("mix QPS a/c", ">= 0.90", x.String(), b(x.Median >= 0.90))
 	} else {
 		add("mix QPS a/c", ">= 0.90", "-", nil)
 	}
 	for _, k := range Kinds {
-		if x, ok := ratio(r.sum("a", k), r.sum("b", k)); ok {
-			add(string(k)+" QPS a/b", ">= 1.5", fmt.Sprintf("%.2f", x), b(x >= 1.5))
+		if x, ok := r.ratio("a", "b", k); ok {
+			add(string(k)+" QPS a/b", ">= 1.5", x.String(), b(x.Median >= 1.5))
 		} else {
 			add(string(k)+" QPS a/b", ">= 1.5", "-", nil)
 		}
@@ -126,7 +132,7 @@ func (r *Results) Markdown() string {
 			f.Scale, f.Sizes.Imports, f.Sizes.Headless, f.Sizes.Namespaces, f.Endpoints, f.Sizes.Endpoints, f.Sizes.Clusters, f.Slices, f.Objects, f.Seconds)
 	}
 	p("- Servers (one binary, `.:PORT`, no cache): a = `mcs clusterset.local`; b = `kubernetes cluster.local clusterset.local { multicluster clusterset.local }` (peer); c = `whoami` (ceiling).\n")
-	p("- dnsperf `-e -v %s`, %s per run, %d rounds alternating a, b, c (rotated each round); medians. p99 from dnsperf's per-query latencies (-v).\n\n", o.DNSPerfArgs, o.Duration, o.Rounds)
+	p("- dnsperf `-e -v %s`, %s per run, %d rounds; in every round each kind runs on a, b and c back to back (who goes first rotates). QPS and latency: medians over rounds; ratios: median of the per-round ratios (the three runs of a round are seconds apart, so the machine's drift cancels). p99 from dnsperf's per-query latencies (-v).\n\n", o.DNSPerfArgs, o.Duration, o.Rounds)
 	for id, why := range r.Unavailable {
 		p("**Server %s (%s) was not available:** `%s`\n\n", id, serverLabels[id], why)
 	}
@@ -136,7 +142,7 @@ func (r *Results) Markdown() string {
 		p("| %s | %s | %s | %s |\n", t.What, t.Target, t.Measured, t.Status)
 	}
 
-	p("\n## Throughput and latency (medians)\n\n")
+	p("\n## Throughput and latency (medians over rounds; ratios: median of the per-round ratios, min–max in brackets)\n\n")
 	p("| kind | a mcs QPS | b peer QPS | c ceiling QPS | a/b | a/c | b/c | a mean / p99 ms | b mean / p99 ms | c mean / p99 ms |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, k := range append([]Kind{KindMix}, Kinds...) {
@@ -153,13 +159,13 @@ func (r *Results) Markdown() string {
 			}
 			return fmt.Sprintf("%.3f / %.3f", s.MeanMs, s.P99Ms)
 		}
-		rt := func(x, y *PerfSum) string {
-			if v, ok := ratio(x, y); ok {
-				return fmt.Sprintf("%.2f", v)
+		rt := func(x, y string) string {
+			if v, ok := r.ratio(x, y, k); ok {
+				return v.String()
 			}
 			return "-"
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k, q(a), q(bb), q(c), rt(a, bb), rt(a, c), rt(bb, c), lat(a), lat(bb), lat(c))
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k, q(a), q(bb), q(c), rt("a", "b"), rt("a", "c"), rt("b", "c"), lat(a), lat(bb), lat(c))
 	}
 
 	p("\n## Answers checked before measuring (sample of every kind, UDP EDNS0 4096, TCP on TC)\n\n")
@@ -178,7 +184,7 @@ func (r *Results) Markdown() string {
 		}
 	}
 
-	p("\n## Memory and start-up (medians of %d starts each, alternating a and b)\n\n", o.Rounds)
+	p("\n## Memory and start-up (medians of %d starts each, alternating a and b)\n\n", o.Starts)
 	p("| size | a RSS after sync | b RSS after sync | a/b | c RSS (floor: the binary, no data) | a start to answering | b start to answering |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, size := range r.sizes() {
 		as, ar, aok := r.medStartup(size, "a")

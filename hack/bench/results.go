@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -23,6 +24,7 @@ type Results struct {
 	Correctness  map[string]map[Kind]*KindCheck `json:"correctness"`
 	Perf         []PerfRun                      `json:"perf_runs"`
 	Summary      map[string]map[Kind]*PerfSum   `json:"perf_summary"`
+	Ratios       map[string]map[Kind]*RatioSum  `json:"ratios"` // "a/b" -> kind -> per-round QPS ratios
 	ProgLat      map[string]*ProgLat            `json:"programming_latency"`
 	Startup      map[string]map[string]*Startup `json:"startup"` // size -> server
 	RSSAfterLoad map[string][2]int64            `json:"rss_after_load"`
@@ -75,6 +77,16 @@ type PerfSum struct {
 	P99Ms  float64 `json:"p99_ms"`
 	Runs   int     `json:"runs"`
 	Lost   int64   `json:"lost"`
+}
+
+// RatioSum summarizes the QPS ratio of two servers over the rounds: each
+// round's ratio uses runs minutes apart, so it is steadier than the ratio
+// of the medians on a shared, noisy machine.
+type RatioSum struct {
+	Median float64   `json:"median"`
+	Min    float64   `json:"min"`
+	Max    float64   `json:"max"`
+	Rounds []float64 `json:"rounds"`
 }
 
 type Startup struct {
@@ -182,6 +194,32 @@ func (r *Results) summarize() {
 		mean[k] = append(mean[k], p.MeanMs)
 		p99[k] = append(p99[k], p.P99Ms)
 		lost[k] += p.Lost
+	}
+	r.Ratios = map[string]map[Kind]*RatioSum{}
+	byRound := map[key]map[int]float64{}
+	for _, p := range r.Perf {
+		k := key{p.Server, p.Kind}
+		if byRound[k] == nil {
+			byRound[k] = map[int]float64{}
+		}
+		byRound[k][p.Round] = p.QPS
+	}
+	for _, pair := range [][2]string{{"a", "b"}, {"a", "c"}, {"b", "c"}} {
+		name := pair[0] + "/" + pair[1]
+		r.Ratios[name] = map[Kind]*RatioSum{}
+		for _, kind := range append([]Kind{KindMix}, Kinds...) {
+			x, y := byRound[key{pair[0], kind}], byRound[key{pair[1], kind}]
+			var rs []float64
+			for round := 1; round <= r.Options.Rounds; round++ {
+				if x[round] > 0 && y[round] > 0 {
+					rs = append(rs, x[round]/y[round])
+				}
+			}
+			if len(rs) == 0 {
+				continue
+			}
+			r.Ratios[name][kind] = &RatioSum{Median: median(rs), Min: slices.Min(rs), Max: slices.Max(rs), Rounds: rs}
+		}
 	}
 	for k, v := range qps {
 		if r.Summary[k.id] == nil {
