@@ -103,8 +103,10 @@ func (s *Set) Names(zone int) []string {
 
 // Build computes the answers of one service from its import and the
 // EndpointSlices labelled with its name. It returns nil when the service
-// has no names at all: a ClusterSetIP import without IPs, a headless
-// import without ready endpoints (or with endpointSliceObjects Absent).
+// has no names at all: a headless import without ready endpoints (or with
+// endpointSliceObjects Absent). A ClusterSetIP import without IPs (no VIP
+// allocated, or not opted into one) still has its service name, with no
+// records: NODATA, as the VIP models in mcs-importer expect.
 // slices may come in any order; the answers do not depend on it.
 func Build(svc *Service, slicesIn []*Slice, cfg Config) *Set {
 	if svc == nil || len(cfg.Zones) == 0 {
@@ -259,10 +261,15 @@ func dedupAddrs(ips []netip.Addr) []netip.Addr {
 
 func buildClusterSetIP(svc *Service, cfg Config) *Set {
 	ips := dedupAddrs(svc.IPs)
-	if len(ips) == 0 {
-		return nil
-	}
 	s := newSet(svc, cfg)
+	if len(ips) == 0 {
+		// The service exists but has no VIP: its name answers NODATA; no
+		// SRV names, since their target would not resolve.
+		for z := range cfg.Zones {
+			s.node(z, "")
+		}
+		return s
+	}
 	groups := namedPorts(svc.Ports)
 	bare := distinctPorts(groups)
 	svcRel := svc.Name + "." + svc.Namespace + ".svc"

@@ -109,11 +109,6 @@ func TestBareSRVDistinctTargetPort(t *testing.T) {
 	assert.NotNil(t, s.Lookup(0, "_udp"))
 }
 
-func TestClusterSetIPWithoutIPs(t *testing.T) {
-	svc := &Service{Namespace: "demo", Name: "web", Type: ClusterSetIP, Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}}}
-	assert.Nil(t, Build(svc, nil, cfg), "no VIP yet: no names, so every SRV target resolves")
-}
-
 func headless() (*Service, []*Slice) {
 	svc := &Service{Namespace: "demo", Name: "db", Type: Headless,
 		Ports: []Port{{Name: "pg", Protocol: "tcp", Port: 5432}, {Name: "metrics", Protocol: "tcp", Port: 9187}, {Protocol: "tcp", Port: 7000}}}
@@ -267,4 +262,30 @@ func TestManyEndpointsWeights(t *testing.T) {
 	assert.Len(t, s.Lookup(0, "").A, 500)
 	assert.Len(t, s.Lookup(0, "_http._tcp").SRV, 500)
 	assert.Equal(t, uint16(1), s.Lookup(0, "_http._tcp").SRV[0].(*dns.SRV).Weight)
+}
+
+// A ClusterSetIP import without a VIP (not opted into one, or none
+// allocated yet) exists: its name is NODATA, its SRV names do not exist.
+func TestClusterSetIPWithoutVIP(t *testing.T) {
+	svc := &Service{Namespace: "ns", Name: "web", Type: ClusterSetIP,
+		Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}}}
+	s := Build(svc, nil, Config{Zones: []string{"clusterset.local."}, TTL: 5})
+	if s == nil {
+		t.Fatal("Build returned nil: the service name would be NXDOMAIN")
+	}
+	n := s.Lookup(0, "")
+	if n == nil {
+		t.Fatal("no node for the service name")
+	}
+	for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV} {
+		if a, _ := n.Records(qt); len(a) != 0 {
+			t.Fatalf("%s: %v, want none", dns.TypeToString[qt], a)
+		}
+	}
+	if s.Lookup(0, "_http._tcp") != nil {
+		t.Fatal("SRV name exists without a VIP")
+	}
+	if len(s.PTRs()) != 0 {
+		t.Fatal("PTR without a VIP")
+	}
 }
