@@ -94,6 +94,9 @@ func baseOptions(kubeconfig string, contexts ...string) importer.Options {
 	o.Resync = time.Second
 	o.ProbeInterval = 200 * time.Millisecond
 	o.EndpointGracePeriod = 3 * time.Second
+	// The import mechanics are tested without VIPs; vip_test.go tests the
+	// VIP models (derived-service is the default).
+	o.VIPMode = importer.VIPModeNone
 	return o
 }
 

@@ -68,6 +68,28 @@ type Options struct {
 	LogFormat string
 	Verbosity int
 
+	// VIPMode is how ClusterSetIP imports get VIPs: "derived-service" (a
+	// per-cluster derived Service), "clusterset-cidr" (one VIP clusterset-
+	// wide from ClusterSetCIDRs) or "none".
+	VIPMode string
+	// ClusterSetCIDRs are the ranges clusterset-wide VIPs come from (at
+	// most one IPv4 and one IPv6).
+	ClusterSetCIDRs []string
+	// ClusterSetIPDefault opts every export into a clusterset-wide VIP
+	// unless its mcs-dns.io/use-clusterset-ip annotation says "false".
+	ClusterSetIPDefault bool
+
+	// LeaderElect makes this importer one of several replicas, of which
+	// only the holder of a Lease works.
+	LeaderElect bool
+	// LeaderElectContext is the member cluster holding the Lease (default:
+	// the first of Contexts); LeaderElectNamespace/Name name it.
+	LeaderElectContext   string
+	LeaderElectNamespace string
+	LeaderElectName      string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune the election.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+
 	// Log, if set, is used instead of a logger built from LogFormat.
 	Log *slog.Logger
 	// Registry, if set, receives the metrics (a new one otherwise).
@@ -82,18 +104,31 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		MetricsAddr:         ":8080",
-		EndpointGracePeriod: 2 * time.Minute,
-		Resync:              10 * time.Minute,
-		Workers:             8,
-		QPS:                 100,
-		Burst:               200,
-		ProbeInterval:       5 * time.Second,
-		CacheSyncTimeout:    2 * time.Minute,
-		ConnectTimeout:      30 * time.Second,
-		LogFormat:           "text",
+		MetricsAddr:          ":8080",
+		EndpointGracePeriod:  2 * time.Minute,
+		Resync:               10 * time.Minute,
+		Workers:              8,
+		QPS:                  100,
+		Burst:                200,
+		ProbeInterval:        5 * time.Second,
+		CacheSyncTimeout:     2 * time.Minute,
+		ConnectTimeout:       30 * time.Second,
+		LogFormat:            "text",
+		VIPMode:              VIPModeDerived,
+		LeaderElectNamespace: "kube-system",
+		LeaderElectName:      "mcs-importer",
+		LeaseDuration:        15 * time.Second,
+		RenewDeadline:        10 * time.Second,
+		RetryPeriod:          2 * time.Second,
 	}
 }
+
+// The VIP models (--vip-mode).
+const (
+	VIPModeDerived = "derived-service"
+	VIPModeCIDR    = "clusterset-cidr"
+	VIPModeNone    = "none"
+)
 
 type listFlag struct{ dst *[]string }
 
@@ -156,6 +191,16 @@ Flags (one or two leading dashes):
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long start-up may take to reach each member cluster (cluster ID and API discovery)")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log `format`: text or json (structured logs on stderr)")
 	fs.IntVar(&o.Verbosity, "v", o.Verbosity, "log `level`: 0 logs info and above, 1 or more adds debug (every write)")
+	fs.StringVar(&o.VIPMode, "vip-mode", o.VIPMode, "how ClusterSetIP imports get their VIP: derived-service (a derived ClusterIP Service per importing cluster; kube-proxy routes it), clusterset-cidr (one VIP clusterset-wide from --clusterset-cidr, for exports that opt in), or none")
+	fs.Var(listFlag{&o.ClusterSetCIDRs}, "clusterset-cidr", "comma-separated `CIDRs` (at most one IPv4 and one IPv6) clusterset-wide VIPs come from (--vip-mode=clusterset-cidr)")
+	fs.BoolVar(&o.ClusterSetIPDefault, "clusterset-ip-default", o.ClusterSetIPDefault, "with --vip-mode=clusterset-cidr: give every export a clusterset-wide VIP unless its annotation mcs-dns.io/use-clusterset-ip is \"false\" (otherwise only exports annotated \"true\" get one)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run as one of several replicas: only the holder of a Lease in a member cluster works; the others take over when it goes away")
+	fs.StringVar(&o.LeaderElectContext, "leader-elect-context", o.LeaderElectContext, "`context` of the member cluster holding the leader Lease (default: the first of --contexts)")
+	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "`namespace` of the leader Lease")
+	fs.StringVar(&o.LeaderElectName, "leader-elect-name", o.LeaderElectName, "`name` of the leader Lease")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a leader's Lease lasts without renewal: the longest a takeover waits")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew before it gives up leading")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "how often candidates try to acquire or renew the Lease")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage()
@@ -203,6 +248,29 @@ func (o *Options) Validate() error {
 	}
 	if o.CacheSyncTimeout <= 0 || o.ConnectTimeout <= 0 {
 		errs = append(errs, errors.New("--cache-sync-timeout and --connect-timeout must be positive"))
+	}
+	switch o.VIPMode {
+	case VIPModeDerived, VIPModeNone:
+		if len(o.ClusterSetCIDRs) > 0 {
+			errs = append(errs, fmt.Errorf("--clusterset-cidr needs --vip-mode=%s", VIPModeCIDR))
+		}
+	case VIPModeCIDR:
+		if _, err := vip.ParsePool(o.ClusterSetCIDRs); err != nil {
+			errs = append(errs, fmt.Errorf("--vip-mode=%s needs a valid --clusterset-cidr: %w", VIPModeCIDR, err))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--vip-mode must be %s, %s or %s, not %q", VIPModeDerived, VIPModeCIDR, VIPModeNone, o.VIPMode))
+	}
+	if o.LeaderElect {
+		if o.LeaderElectContext != "" && !seen[o.LeaderElectContext] {
+			errs = append(errs, fmt.Errorf("--leader-elect-context %q is not one of --contexts", o.LeaderElectContext))
+		}
+		if o.LeaderElectNamespace == "" || o.LeaderElectName == "" {
+			errs = append(errs, errors.New("--leader-elect-namespace and --leader-elect-name must not be empty"))
+		}
+		if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline {
+			errs = append(errs, errors.New("leader election needs 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
+		}
 	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", o.LogFormat))
@@ -256,7 +324,11 @@ func Run(ctx context.Context, o Options) error {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	ctrl := controller.New(controller.Options{Members: ms, VIP: o.VIP, Log: log, Registerer: reg})
+	provider, csDefault, err := vipProvider(o, ms)
+	if err != nil {
+		return err
+	}
+	ctrl := controller.New(controller.Options{Members: ms, VIP: provider, Log: log, Registerer: reg, ClusterSetIPDefault: csDefault})
 
 	var ready atomic.Bool
 	var wg sync.WaitGroup
@@ -286,48 +358,56 @@ func Run(ctx context.Context, o Options) error {
 		log.Info("serving /healthz, /readyz and /metrics", "addr", addr)
 	}
 
-	hopts := members.HealthOptions{
-		ProbeInterval: o.ProbeInterval,
-		ProbeTimeout:  max(o.ProbeInterval, 5*time.Second),
-		Grace:         o.EndpointGracePeriod,
-		SyncTimeout:   o.CacheSyncTimeout,
-		Notify:        ctrl.Notify,
-		OnChange:      ctrl.OnChange,
-		Log:           log,
-	}
-	// Start every member's caches; stop them all if one fails.
-	errs := make([]error, len(ms))
-	var swg sync.WaitGroup
-	for i, m := range ms {
-		swg.Add(1)
-		go func() {
-			defer swg.Done()
-			errs[i] = m.Start(ctx, hopts)
-		}()
-	}
-	swg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		cancel()
-		for _, m := range ms {
-			m.Stop()
+	work := func(ctx context.Context) error {
+		hopts := members.HealthOptions{
+			ProbeInterval: o.ProbeInterval,
+			ProbeTimeout:  max(o.ProbeInterval, 5*time.Second),
+			Grace:         o.EndpointGracePeriod,
+			SyncTimeout:   o.CacheSyncTimeout,
+			Notify:        ctrl.Notify,
+			OnChange:      ctrl.OnChange,
+			Log:           log,
 		}
-		return err
+		// Start every member's caches; stop them all if one fails.
+		errs := make([]error, len(ms))
+		var swg sync.WaitGroup
+		for i, m := range ms {
+			swg.Add(1)
+			go func() {
+				defer swg.Done()
+				errs[i] = m.Start(ctx, hopts)
+			}()
+		}
+		swg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			cancel()
+			for _, m := range ms {
+				m.Stop()
+			}
+			return err
+		}
+		ready.Store(true)
+		log.Info("caches synced; reconciling", "members", len(ms), "workers", o.Workers)
+		if o.OnReady != nil {
+			o.OnReady(addr)
+		}
+		for _, m := range ms {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m.Watch(ctx, hopts)
+			}()
+		}
+		ctrl.Run(ctx, o.Workers, o.Resync)
+		return nil
 	}
-	ready.Store(true)
-	log.Info("caches synced; reconciling", "members", len(ms), "workers", o.Workers)
-	if o.OnReady != nil {
-		o.OnReady(addr)
+	if o.LeaderElect {
+		err = runElected(ctx, o, ms, log, work)
+	} else {
+		err = work(ctx)
 	}
-	for _, m := range ms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.Watch(ctx, hopts)
-		}()
-	}
-	ctrl.Run(ctx, o.Workers, o.Resync)
 	log.Info("shutting down")
-	return nil
+	return err
 }
 
 // connect reaches every member in parallel.

@@ -61,6 +61,26 @@ type Export struct {
 type Input struct {
 	Namespace, Name string
 	Exports         []Export
+	// ClusterSetIPDefault is nil unless VIPs come from a ClusterSet CIDR
+	// (--vip-mode=clusterset-cidr); then it is --clusterset-ip-default,
+	// which an export's mcs-dns.io/use-clusterset-ip annotation overrides.
+	ClusterSetIPDefault *bool
+}
+
+// ReasonClusterSetIPConflict is raised when exports disagree on using a
+// clusterset-wide VIP (their mcs-dns.io/use-clusterset-ip annotations).
+const ReasonClusterSetIPConflict mcsv1beta1.ServiceExportConditionReason = "ClusterSetIPConflict"
+
+// UsesClusterSetIP is whether export e asks for a clusterset-wide VIP: its
+// annotation when set to "true" or "false", else def.
+func UsesClusterSetIP(e *Export, def bool) bool {
+	switch e.Export.Annotations[mcsapi.AnnotationUseClusterSetIP] {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return def
 }
 
 // ExportResult is the computed state of one export.
@@ -103,6 +123,7 @@ var conflictOrder = []mcsv1beta1.ServiceExportConditionReason{
 	mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict,
 	mcsv1beta1.ServiceExportReasonTrafficDistributionConflict,
 	mcsv1beta1.ServiceExportReasonIPFamilyConflict,
+	ReasonClusterSetIPConflict,
 }
 
 // Older reports whether export a wins over b: earlier creationTimestamp,
@@ -279,6 +300,9 @@ func Compute(in Input) Result {
 			if !slices.Equal(svc.Spec.IPFamilies, osvc.Spec.IPFamilies) {
 				conflicts[mcsv1beta1.ServiceExportReasonIPFamilyConflict] = true
 			}
+			if def := in.ClusterSetIPDefault; def != nil && UsesClusterSetIP(e, *def) != UsesClusterSetIP(oldest, *def) {
+				conflicts[ReasonClusterSetIPConflict] = true
+			}
 		}
 
 		imp := &mcsv1beta1.ServiceImport{
@@ -297,6 +321,14 @@ func Compute(in Input) Result {
 			Status: mcsv1beta1.ServiceImportStatus{
 				EndpointSliceObjects: mcsv1beta1.EndpointSliceObjectsPresent,
 			},
+		}
+		// The oldest export decides; the import says what was decided, and
+		// the VIP provider reads it.
+		if def := in.ClusterSetIPDefault; def != nil && UsesClusterSetIP(oldest, *def) {
+			if imp.Annotations == nil {
+				imp.Annotations = map[string]string{}
+			}
+			imp.Annotations[mcsapi.AnnotationUseClusterSetIP] = "true"
 		}
 		if len(imp.Annotations) == 0 {
 			imp.Annotations = nil

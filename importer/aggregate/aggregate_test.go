@@ -483,3 +483,51 @@ func TestSliceName(t *testing.T) {
 	assert.Empty(t, validation.IsDNS1123Label(n), n)
 	assert.NotContains(t, n, "--")
 }
+
+// Opt-in to a clusterset-wide VIP (--vip-mode=clusterset-cidr): the
+// export's annotation overrides the default, the oldest export decides, and
+// disagreeing exports all get ClusterSetIPConflict.
+func TestClusterSetIPOptIn(t *testing.T) {
+	optIn := func(v string) func(*Export) {
+		return func(e *Export) {
+			e.Export.Annotations = map[string]string{mcsapi.AnnotationUseClusterSetIP: v}
+		}
+	}
+	run := func(def *bool, mods ...func(*Export)) Result {
+		in := Input{Namespace: "ns", Name: "web", ClusterSetIPDefault: def}
+		for i, m := range mods {
+			e := mk(exp{cluster: string(rune('a' + i)), age: i})
+			if m != nil {
+				m(&e)
+			}
+			in.Exports = append(in.Exports, e)
+		}
+		return Compute(in)
+	}
+	yes, no := true, false
+	uses := func(r Result) bool { return r.Import.Annotations[mcsapi.AnnotationUseClusterSetIP] == "true" }
+
+	r := run(nil, optIn("true"))
+	assert.False(t, uses(r), "derived-service mode ignores the annotation")
+	assert.Empty(t, r.Conflicts)
+
+	r = run(&no, nil)
+	assert.False(t, uses(r))
+	r = run(&no, optIn("true"))
+	assert.True(t, uses(r), "the annotation opts in")
+	r = run(&yes, nil)
+	assert.True(t, uses(r), "the default opts in")
+	r = run(&yes, optIn("false"))
+	assert.False(t, uses(r), "the annotation overrides the default")
+	assert.Nil(t, r.Import.Annotations)
+
+	r = run(&no, optIn("true"), nil)
+	assert.True(t, uses(r), "the oldest decides")
+	assert.Equal(t, []string{string(ReasonClusterSetIPConflict)}, r.Conflicts)
+	for _, e := range r.Exports {
+		assert.Equal(t, metav1.ConditionTrue, e.ConflictCondition.Status, e.ClusterID)
+		assert.Equal(t, string(ReasonClusterSetIPConflict), e.ConflictCondition.Reason)
+	}
+	r = run(&yes, nil, optIn("true"))
+	assert.Empty(t, r.Conflicts, "explicit and default agree")
+}

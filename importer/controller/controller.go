@@ -43,6 +43,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now stamps new conditions (time.Now when nil).
 	Now func() time.Time
+	// ClusterSetIPDefault is set when VIPs come from a ClusterSet CIDR:
+	// whether exports without the opt-in annotation get one.
+	ClusterSetIPDefault *bool
 }
 
 // Controller reconciles imports across the member clusters.
@@ -53,6 +56,8 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	metrics *Metrics
 	now     func() time.Time
+
+	clusterSetIPDefault *bool
 
 	warnedMu sync.Mutex
 	warned   map[string]bool // "cluster/ns/name" of foreign imports already logged
@@ -66,6 +71,8 @@ func New(o Options) *Controller {
 		log:     o.Log,
 		now:     o.Now,
 		warned:  map[string]bool{},
+
+		clusterSetIPDefault: o.ClusterSetIPDefault,
 	}
 	if c.vip == nil {
 		c.vip = vip.None{}
@@ -252,7 +259,7 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 		}
 	}
 
-	in := aggregate.Input{Namespace: ns, Name: name}
+	in := aggregate.Input{Namespace: ns, Name: name, ClusterSetIPDefault: c.clusterSetIPDefault}
 	var exportViews []view
 	for _, v := range views {
 		e := v.c.Export(ns, name)

@@ -197,6 +197,12 @@ func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandle
 			ev.Name = a.GetLabels()[discoveryv1.LabelServiceName]
 		case KindMirroredSlice:
 			ev.Name = a.GetLabels()[mcsapi.LabelServiceName]
+		case KindService:
+			// A derived Service (--vip-mode=derived-service) belongs to the
+			// import it gives a VIP to: deleted by hand, it is recreated.
+			if l := a.GetLabels(); l[mcsapi.LabelAppManagedBy] == mcsapi.ManagedByImporter && l[mcsapi.LabelDerivedFor] != "" {
+				ev.Name = l[mcsapi.LabelDerivedFor]
+			}
 		}
 		if kind != KindNamespace && ev.Name == "" {
 			return
@@ -315,4 +321,15 @@ func (c *Caches) NamespaceKeys(ns string) []string {
 // Owned reports whether mcs-importer made obj (it carries our managed-by label).
 func Owned(obj metav1.Object) bool {
 	return obj.GetLabels()[mcsapi.LabelManagedBy] == mcsapi.ManagedByImporter
+}
+
+// OwnedImports returns the ServiceImports mcs-importer made in this member.
+func (c *Caches) OwnedImports() []*mcsv1beta1.ServiceImport {
+	var out []*mcsv1beta1.ServiceImport
+	for _, o := range c.imports.List() {
+		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && Owned(si) {
+			out = append(out, si)
+		}
+	}
+	return out
 }

@@ -37,6 +37,15 @@ const (
 	// AnnotationUseClusterSetIP on a ServiceExport opts it into a
 	// clusterset-wide VIP from the ClusterSet CIDR.
 	AnnotationUseClusterSetIP = "mcs-dns.io/use-clusterset-ip"
+	// AnnotationClusterSetIP on a ServiceImport records the clusterset-wide
+	// VIP(s) allocated to it: the allocation state lives in the member
+	// clusters, so restarts and racing importers agree.
+	AnnotationClusterSetIP = "mcs-dns.io/clusterset-ip"
+	// LabelDerivedFor on a derived Service names the ServiceImport it
+	// gives a VIP to.
+	LabelDerivedFor = "mcs-dns.io/derived-for"
+	// LabelAppManagedBy marks the Services mcs-importer owns.
+	LabelAppManagedBy = "app.kubernetes.io/managed-by"
 )
 
 // About API (KEP-2149).

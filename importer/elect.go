@@ -1,0 +1,123 @@
+package importer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/vip"
+)
+
+// errLostLeadership ends Run when another replica took the Lease over:
+// the process exits and is restarted as a candidate, the usual pattern for
+// Kubernetes controllers (nothing of the old term survives in memory).
+var errLostLeadership = errors.New("lost leadership")
+
+// runElected runs work only while this process holds the leader Lease in
+// the chosen member cluster (client-go leaderelection).
+func runElected(ctx context.Context, o Options, ms []*members.Member, log *slog.Logger, work func(context.Context) error) error {
+	holder := ms[0]
+	if o.LeaderElectContext != "" {
+		for _, m := range ms {
+			if m.Context == o.LeaderElectContext {
+				holder = m
+			}
+		}
+	}
+	host, _ := os.Hostname()
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	identity := fmt.Sprintf("%s_%s", host, hex.EncodeToString(suffix))
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaderElectNamespace, Name: o.LeaderElectName},
+		Client:     holder.Kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+	// client-go starts OnStartedLeading in a goroutine and does not wait
+	// for it; term makes sure work has wound down before Run returns.
+	var (
+		termMu  sync.Mutex
+		ended   bool
+		term    sync.WaitGroup
+		workErr error
+	)
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		Name:            "mcs-importer",
+		LeaseDuration:   o.LeaseDuration,
+		RenewDeadline:   o.RenewDeadline,
+		RetryPeriod:     o.RetryPeriod,
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				termMu.Lock()
+				if ended {
+					termMu.Unlock()
+					return
+				}
+				term.Add(1)
+				termMu.Unlock()
+				defer term.Done()
+				log.Info("leading", "identity", identity, "lease", o.LeaderElectNamespace+"/"+o.LeaderElectName, "cluster", holder.ID)
+				workErr = work(lctx)
+			},
+			OnStoppedLeading: func() { log.Info("stopped leading", "identity", identity) },
+			OnNewLeader: func(current string) {
+				if current != identity {
+					log.Info("another replica leads; standing by", "leader", current)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	log.Info("waiting for the leader Lease", "identity", identity, "lease", o.LeaderElectNamespace+"/"+o.LeaderElectName, "cluster", holder.ID)
+	le.Run(ctx) // returns when ctx is done or leadership is lost
+	termMu.Lock()
+	ended = true
+	termMu.Unlock()
+	term.Wait() // the term's context is cancelled by now
+	if workErr != nil {
+		return workErr
+	}
+	if ctx.Err() == nil {
+		return errLostLeadership
+	}
+	return nil
+}
+
+// vipProvider builds the VIP provider --vip-mode asks for (Options.VIP,
+// when set by a test, wins). The second result is the opt-in default the
+// aggregate needs in clusterset-cidr mode, nil otherwise.
+func vipProvider(o Options, ms []*members.Member) (vip.Provider, *bool, error) {
+	var def *bool
+	if o.VIPMode == VIPModeCIDR {
+		d := o.ClusterSetIPDefault
+		def = &d
+	}
+	if o.VIP != nil {
+		return o.VIP, def, nil
+	}
+	switch o.VIPMode {
+	case VIPModeDerived:
+		return vip.NewDerived(ms), nil, nil
+	case VIPModeCIDR:
+		pool, err := vip.ParsePool(o.ClusterSetCIDRs)
+		if err != nil {
+			return nil, nil, err
+		}
+		return vip.NewCIDR(pool, ms), def, nil
+	}
+	return vip.None{}, nil, nil
+}

@@ -1,0 +1,165 @@
+package vip
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// ReasonClusterSetIPExhausted is the import's Ready=False reason when the
+// ClusterSet CIDR has no address left for it.
+const ReasonClusterSetIPExhausted = "ClusterSetIPExhausted"
+
+// CIDR is --vip-mode=clusterset-cidr: one VIP per import, the same in every
+// member cluster, from the ClusterSet CIDR(s), for the imports whose
+// exports opt in (the aggregate marks them with
+// mcs-dns.io/use-clusterset-ip=true).
+//
+// Its state is the imports themselves: every import carries its VIP in
+// spec.ips and in the mcs-dns.io/clusterset-ip annotation, in every
+// importing cluster. A restarted importer, another importer with
+// --import-into, or the clusterset after the allocating cluster left, all
+// read the same claims back from the member clusters and Pool.Choose, being
+// deterministic, gives them the same answer. Between a decision and its
+// write showing up in the caches, this process remembers its own decisions
+// (pending), so the clusters it writes in one reconcile never disagree.
+type CIDR struct {
+	pool    *Pool
+	members []*members.Member
+	now     func() time.Time
+
+	mu      sync.Mutex
+	pending map[string]Claim // key -> what this process decided, not yet seen in caches
+}
+
+// NewCIDR returns the clusterset-CIDR provider.
+func NewCIDR(pool *Pool, ms []*members.Member) *CIDR {
+	return &CIDR{pool: pool, members: ms, now: time.Now, pending: map[string]Claim{}}
+}
+
+// claims reads every VIP claim in the clusterset's caches, and prunes the
+// pending decisions the caches now show.
+func (c *CIDR) claims() []Claim {
+	var out []Claim
+	seen := map[string]bool{}
+	for _, m := range c.members {
+		mc := m.Caches()
+		if mc == nil {
+			continue
+		}
+		for _, si := range mc.OwnedImports() {
+			ips := parseIPs(si.Annotations[mcsapi.AnnotationClusterSetIP])
+			if len(ips) == 0 {
+				continue
+			}
+			key := si.Namespace + "/" + si.Name
+			out = append(out, Claim{Key: key, IPs: ips, Since: si.CreationTimestamp.Time})
+			seen[key] = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, p := range c.pending {
+		if seen[key] {
+			delete(c.pending, key)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func parseIPs(s string) []netip.Addr {
+	var out []netip.Addr
+	for _, f := range strings.Split(s, ",") {
+		if a, err := netip.ParseAddr(strings.TrimSpace(f)); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Assign implements Provider.
+func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceImport) (Assignment, error) {
+	if desired.Annotations[mcsapi.AnnotationUseClusterSetIP] != "true" {
+		return Assignment{}, nil // not opted in: no VIP, DNS answers NODATA
+	}
+	key := desired.Namespace + "/" + desired.Name
+	ips, missing, err := c.pool.Choose(key, desired.Spec.IPFamilies, c.claims())
+	if err != nil && !errors.Is(err, ErrExhausted) {
+		return Assignment{}, err
+	}
+	var a Assignment
+	if len(ips) > 0 {
+		strs := make([]string, len(ips))
+		for i, ip := range ips {
+			strs[i] = ip.String()
+		}
+		a.IPs = strs
+		a.Annotations = map[string]string{mcsapi.AnnotationClusterSetIP: strings.Join(strs, ",")}
+		c.mu.Lock()
+		if p, ok := c.pending[key]; !ok || !equalAddrs(p.IPs, ips) {
+			c.pending[key] = Claim{Key: key, IPs: ips, Since: c.now()}
+		}
+		c.mu.Unlock()
+	}
+	switch {
+	case err != nil:
+		a.Ready = &metav1.Condition{
+			Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionFalse,
+			Reason: ReasonClusterSetIPExhausted, Message: err.Error(),
+		}
+	case len(missing) > 0:
+		fams := make([]string, len(missing))
+		for i, f := range missing {
+			fams[i] = string(f)
+		}
+		a.Ready = &metav1.Condition{
+			Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionFalse,
+			Reason:  string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported),
+			Message: "the ClusterSet CIDR has no " + strings.Join(fams, ", ") + " range",
+		}
+	}
+	return a, nil
+}
+
+// Release implements Provider. The VIP is released by the import's
+// deletion (its annotation goes with it); only a pending decision is
+// forgotten here.
+func (c *CIDR) Release(_ context.Context, _, namespace, name string) error {
+	key := namespace + "/" + name
+	for _, m := range c.members {
+		if mc := m.Caches(); mc != nil {
+			if si := mc.Import(namespace, name); si != nil && members.Owned(si) {
+				return nil // still imported somewhere: keep the claim
+			}
+		}
+	}
+	c.mu.Lock()
+	delete(c.pending, key)
+	c.mu.Unlock()
+	return nil
+}
+
+func equalAddrs(a, b []netip.Addr) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+var _ Provider = (*CIDR)(nil)

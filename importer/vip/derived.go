@@ -1,0 +1,194 @@
+package vip
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// DerivedName is the name of the derived Service of import namespace/name:
+// "derived-" and 10 characters of a hash, as the MCS reference controller
+// names it.
+func DerivedName(namespace, name string) string {
+	h := sha256.Sum256([]byte(namespace + "/" + name))
+	return "derived-" + strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:]))[:10]
+}
+
+// Derived is --vip-mode=derived-service: in each importing cluster, each
+// ClusterSetIP import gets a selector-less ClusterIP Service of its own
+// whose ClusterIP(s) become the import's ips, and the mirrored slices carry
+// kubernetes.io/service-name=<derived> so kube-proxy routes the VIP to the
+// remote endpoints. The VIP is per cluster and lives as long as the Service.
+type Derived struct {
+	members map[string]*members.Member // by cluster ID
+}
+
+// NewDerived returns the derived-Service provider over the members.
+func NewDerived(ms []*members.Member) *Derived {
+	d := &Derived{members: map[string]*members.Member{}}
+	for _, m := range ms {
+		d.members[m.ID] = m
+	}
+	return d
+}
+
+// OwnedService reports whether svc is a derived Service we manage.
+func OwnedService(svc *corev1.Service) bool {
+	return svc.Labels[mcsapi.LabelAppManagedBy] == mcsapi.ManagedByImporter && svc.Labels[mcsapi.LabelDerivedFor] != ""
+}
+
+// derivedSpec is the derived Service the import asks for.
+func derivedSpec(imp *mcsv1beta1.ServiceImport, name string) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: imp.Namespace,
+			Name:      name,
+			Labels: map[string]string{
+				mcsapi.LabelAppManagedBy: mcsapi.ManagedByImporter,
+				mcsapi.LabelDerivedFor:   imp.Name,
+			},
+		},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: derivedPorts(imp.Spec.Ports)},
+	}
+	switch fams := imp.Spec.IPFamilies; len(fams) {
+	case 0:
+	case 1:
+		svc.Spec.IPFamilies = slices.Clone(fams)
+		svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicySingleStack)
+	default:
+		// Dual-stack where the cluster can, single-stack where it cannot.
+		svc.Spec.IPFamilies = slices.Clone(fams)
+		svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicyPreferDualStack)
+	}
+	return svc
+}
+
+// derivedPorts turns the import's ports into Service ports. A Service with
+// several ports needs a name on each; unnamed import ports get one made
+// from protocol and number (they have no SRV records either way).
+func derivedPorts(in []mcsv1beta1.ServicePort) []corev1.ServicePort {
+	out := make([]corev1.ServicePort, 0, len(in))
+	for _, p := range in {
+		sp := corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, AppProtocol: p.AppProtocol}
+		if sp.Protocol == "" {
+			sp.Protocol = corev1.ProtocolTCP
+		}
+		if sp.Name == "" && len(in) > 1 {
+			sp.Name = fmt.Sprintf("%s-%d", strings.ToLower(string(sp.Protocol)), sp.Port)
+		}
+		out = append(out, sp)
+	}
+	if len(out) == 0 {
+		// A Service needs a port; an import without ports still gets a VIP.
+		out = append(out, corev1.ServicePort{Name: "none", Protocol: corev1.ProtocolTCP, Port: 1})
+	}
+	return out
+}
+
+func portsEqual(want, have []corev1.ServicePort) bool {
+	return slices.EqualFunc(want, have, func(a, b corev1.ServicePort) bool {
+		return a.Name == b.Name && a.Protocol == b.Protocol && a.Port == b.Port && ptrEq(a.AppProtocol, b.AppProtocol)
+	})
+}
+
+// Assign implements Provider: it makes sure the derived Service exists with
+// the import's ports and returns its ClusterIPs.
+func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1beta1.ServiceImport) (Assignment, error) {
+	m, ok := d.members[clusterID]
+	if !ok {
+		return Assignment{}, fmt.Errorf("unknown cluster %q", clusterID)
+	}
+	name := DerivedName(desired.Namespace, desired.Name)
+	want := derivedSpec(desired, name)
+	api := m.Kube.CoreV1().Services(desired.Namespace)
+	var cur *corev1.Service
+	if c := m.Caches(); c != nil {
+		cur = c.Service(desired.Namespace, name)
+	}
+	if cur == nil {
+		created, err := api.Create(ctx, want, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			cur = created
+		case apierrors.IsAlreadyExists(err):
+			if cur, err = api.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return Assignment{}, err
+			}
+		default:
+			return Assignment{}, fmt.Errorf("creating derived Service %s/%s: %w", desired.Namespace, name, err)
+		}
+	}
+	if !OwnedService(cur) || cur.Labels[mcsapi.LabelDerivedFor] != desired.Name {
+		return Assignment{}, fmt.Errorf("Service %s/%s exists and is not mcs-importer's derived Service for %s", desired.Namespace, name, desired.Name)
+	}
+	if !portsEqual(want.Spec.Ports, cur.Spec.Ports) {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			latest, err := api.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			latest.Spec.Ports = want.Spec.Ports
+			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return Assignment{}, fmt.Errorf("updating derived Service %s/%s ports: %w", desired.Namespace, name, err)
+		}
+	}
+	ips := cur.Spec.ClusterIPs
+	if len(ips) == 0 && cur.Spec.ClusterIP != "" && cur.Spec.ClusterIP != corev1.ClusterIPNone {
+		ips = []string{cur.Spec.ClusterIP}
+	}
+	return Assignment{
+		IPs:         slices.Clone(ips),
+		Annotations: map[string]string{mcsapi.AnnotationDerivedService: name},
+		SliceLabels: map[string]string{mcsapi.LabelKubeServiceName: name},
+	}, nil
+}
+
+// Release implements Provider: it deletes the derived Service, if any.
+func (d *Derived) Release(ctx context.Context, clusterID, namespace, name string) error {
+	m, ok := d.members[clusterID]
+	if !ok {
+		return nil
+	}
+	c := m.Caches()
+	if c == nil {
+		return nil
+	}
+	dn := DerivedName(namespace, name)
+	cur := c.Service(namespace, dn)
+	if cur == nil || !OwnedService(cur) {
+		return nil // cheap when there is nothing to release
+	}
+	err := m.Kube.CoreV1().Services(namespace).Delete(ctx, dn, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &cur.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting derived Service %s/%s: %w", namespace, dn, err)
+	}
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func ptrEq[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+var _ Provider = (*Derived)(nil)

@@ -1,0 +1,255 @@
+package importer_test
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/importer"
+	"github.com/mcs-dns/mcs-dns/importer/vip"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/test/cluster"
+)
+
+// exportService creates Service + slice + ServiceExport ns/name in c.
+func exportService(t *testing.T, c *cluster.Cluster, ns, name string, mutate ...func(*mcsv1beta1.ServiceExport)) {
+	t.Helper()
+	mkService(t, c, ns, name, false, tcpPort("http", 80))
+	putSlice(t, c, ns, name, name+"-1", ep{ip: "10.1.0.1", ready: true})
+	mkExport(t, c, ns, name, mutate...)
+}
+
+func annotate(v string) func(*mcsv1beta1.ServiceExport) {
+	return func(e *mcsv1beta1.ServiceExport) {
+		e.Annotations = map[string]string{mcsapi.AnnotationUseClusterSetIP: v}
+	}
+}
+
+// importIPs waits until ns/name is imported in every cluster with ips that
+// pass check, and returns them by cluster.
+func importIPs(t *testing.T, cs []*cluster.Cluster, ns, name string, check func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	var last error
+	ok := assert.Eventually(t, func() bool {
+		for _, c := range cs {
+			si, err := getImport(c, ns, name)
+			if err == nil {
+				err = check(c, si)
+			}
+			if err != nil {
+				last = fmt.Errorf("%s: %w", c.Name, err)
+				return false
+			}
+			out[c.Name] = si.Spec.IPs
+		}
+		return true
+	}, waitFor, tick)
+	require.True(t, ok, "import %s/%s: %v", ns, name, last)
+	return out
+}
+
+func TestDerivedServiceVIPs(t *testing.T) {
+	top := t // importers started in subtests outlive them
+	set := cluster.Start(t, cluster.Names("east", "west", "north")...)
+	cs := set.Clusters
+	east, west := cs[0], cs[1]
+	mkNamespace(t, "shop", cs...)
+	o := baseOptions(set.Kubeconfig, "east", "west", "north")
+	require.Equal(t, importer.VIPModeDerived, importer.DefaultOptions().VIPMode, "derived-service is the default")
+	o.VIPMode = importer.VIPModeDerived
+	imp := startImporter(t, o)
+
+	exportService(t, east, "shop", "web")
+	derived := vip.DerivedName("shop", "web")
+	withDerived := func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+		svc, err := c.Kube.CoreV1().Services("shop").Get(bg(), derived, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(si.Spec.IPs) == 0 || !slices.Equal(si.Spec.IPs, svc.Spec.ClusterIPs) {
+			return fmt.Errorf("import ips %v, derived Service ClusterIPs %v", si.Spec.IPs, svc.Spec.ClusterIPs)
+		}
+		if si.Annotations[mcsapi.AnnotationDerivedService] != derived {
+			return fmt.Errorf("annotation %v", si.Annotations)
+		}
+		if svc.Spec.Selector != nil || svc.Spec.Ports[0].Port != 80 || svc.Spec.Type != corev1.ServiceTypeClusterIP {
+			return fmt.Errorf("derived Service spec %+v", svc.Spec)
+		}
+		slices, err := mirrored(c, "shop", "web")
+		if err != nil || len(slices) != 1 || slices[0].Labels[mcsapi.LabelKubeServiceName] != derived {
+			return fmt.Errorf("mirrored slices %v (err %v) lack kubernetes.io/service-name=%s", slices, err, derived)
+		}
+		return nil
+	}
+	first := importIPs(t, cs, "shop", "web", withDerived)
+	require.NotEqual(t, first["east"], first["west"], "the derived model gives each cluster its own VIP")
+
+	t.Run("stable across restarts", func(t *testing.T) {
+		imp.stop()
+		imp = startImporter(top, o)
+		imp.quiesce(t, 2*time.Second)
+		again := importIPs(t, cs, "shop", "web", withDerived)
+		require.Equal(t, first, again)
+	})
+
+	t.Run("a derived Service deleted by hand is recreated", func(t *testing.T) {
+		require.NoError(t, west.Kube.CoreV1().Services("shop").Delete(bg(), derived, metav1.DeleteOptions{}))
+		importIPs(t, cs, "shop", "web", withDerived) // recreated, ips follow the new ClusterIP
+	})
+
+	t.Run("headless imports have no derived Service", func(t *testing.T) {
+		mkService(t, east, "shop", "db", true, tcpPort("pg", 5432))
+		putSlice(t, east, "shop", "db", "db-1", ep{ip: "10.1.0.9", ready: true, hostname: "db-0"})
+		mkExport(t, east, "shop", "db")
+		importIPs(t, cs, "shop", "db", func(_ *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+			if si.Spec.Type != mcsv1beta1.Headless || len(si.Spec.IPs) != 0 {
+				return fmt.Errorf("type %s ips %v", si.Spec.Type, si.Spec.IPs)
+			}
+			return nil
+		})
+		_, err := west.Kube.CoreV1().Services("shop").Get(bg(), vip.DerivedName("shop", "db"), metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "derived Service for a headless import: %v", err)
+	})
+
+	t.Run("unexport deletes the derived Services", func(t *testing.T) {
+		rmExport(t, east, "shop", "web")
+		require.Eventually(t, func() bool {
+			for _, c := range cs {
+				_, err := c.Kube.CoreV1().Services("shop").Get(bg(), derived, metav1.GetOptions{})
+				_, ierr := getImport(c, "shop", "web")
+				if !apierrors.IsNotFound(err) || !apierrors.IsNotFound(ierr) {
+					return false
+				}
+			}
+			return true
+		}, waitFor, tick)
+	})
+}
+
+func TestClusterSetCIDRVIPs(t *testing.T) {
+	top := t // importers started in subtests outlive them
+	set := cluster.Start(t, cluster.Names("east", "west", "north")...)
+	cs := set.Clusters
+	east, west := cs[0], cs[1]
+	mkNamespace(t, "shop", cs...)
+	pool := netip.MustParsePrefix("10.250.0.0/29") // 6 usable addresses: .1 to .6
+	o := baseOptions(set.Kubeconfig, "east", "west", "north")
+	o.VIPMode = importer.VIPModeCIDR
+	o.ClusterSetCIDRs = []string{pool.String()}
+	imp := startImporter(t, o)
+
+	// sameVIP: one VIP, the same everywhere, in the pool, recorded on the import.
+	sameVIP := func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+		if len(si.Spec.IPs) != 1 || !pool.Contains(netip.MustParseAddr(si.Spec.IPs[0])) {
+			return fmt.Errorf("ips %v", si.Spec.IPs)
+		}
+		if si.Annotations[mcsapi.AnnotationClusterSetIP] != si.Spec.IPs[0] {
+			return fmt.Errorf("annotation %v", si.Annotations)
+		}
+		return nil
+	}
+	vipOf := func(ns, name string) string {
+		got := importIPs(t, cs, ns, name, sameVIP)
+		require.Equal(t, got["east"], got["west"])
+		require.Equal(t, got["east"], got["north"])
+		return got["east"][0]
+	}
+
+	exportService(t, east, "shop", "a", annotate("true"))
+	exportService(t, east, "shop", "plain")
+	va := vipOf("shop", "a")
+	importIPs(t, cs, "shop", "plain", func(_ *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+		if len(si.Spec.IPs) != 0 || si.Spec.Type != mcsv1beta1.ClusterSetIP {
+			return fmt.Errorf("not opted in, yet ips %v", si.Spec.IPs)
+		}
+		return nil
+	})
+
+	t.Run("exports that disagree: the oldest decides, all get ClusterSetIPConflict", func(t *testing.T) {
+		exportService(t, east, "shop", "mixed", annotate("true"))
+		time.Sleep(1100 * time.Millisecond) // creationTimestamp has one-second resolution
+		exportService(t, west, "shop", "mixed", annotate("false"))
+		vipOf("shop", "mixed")
+		for _, c := range []*cluster.Cluster{east, west} {
+			require.Eventually(t, func() bool {
+				e, err := getExport(c, "shop", "mixed")
+				if err != nil {
+					return false
+				}
+				cond := meta.FindStatusCondition(e.Status.Conditions, string(mcsv1beta1.ServiceExportConditionConflict))
+				return cond != nil && cond.Status == metav1.ConditionTrue && strings.Contains(cond.Reason, "ClusterSetIPConflict")
+			}, waitFor, tick, c.Name)
+		}
+	})
+
+	t.Run("stable across restarts", func(t *testing.T) {
+		imp.stop()
+		imp = startImporter(top, o)
+		imp.quiesce(t, 2*time.Second)
+		require.Equal(t, va, vipOf("shop", "a"))
+	})
+
+	t.Run("racing importers, one per cluster, converge without sharing a VIP", func(t *testing.T) {
+		imp.stop()
+		for _, c := range cs {
+			ro := o
+			ro.ImportInto = []string{c.Name}
+			startImporter(top, ro)
+		}
+		for _, n := range []string{"r1", "r2"} {
+			exportService(t, east, "shop", n, annotate("true"))
+		}
+		seen := map[string]string{}
+		for _, n := range []string{"a", "mixed", "r1", "r2"} {
+			v := vipOf("shop", n)
+			require.NotContains(t, seen, v, "%s and %s share %s", n, seen[v], v)
+			seen[v] = n
+		}
+		require.Equal(t, va, vipOf("shop", "a"))
+	})
+
+	t.Run("exhaustion: Ready=False on the import that gets none, the others unaffected", func(t *testing.T) {
+		// a, mixed, r1, r2 hold four of six addresses.
+		for _, n := range []string{"x1", "x2", "x3"} {
+			exportService(t, east, "shop", n, annotate("true"))
+		}
+		var starved string
+		require.Eventually(t, func() bool {
+			starved = ""
+			with := 0
+			for _, n := range []string{"x1", "x2", "x3"} {
+				si, err := getImport(east, "shop", n)
+				if err != nil {
+					return false
+				}
+				if len(si.Spec.IPs) == 1 {
+					with++
+					continue
+				}
+				c := meta.FindStatusCondition(si.Status.Conditions, "Ready")
+				if c == nil || c.Status != metav1.ConditionFalse || c.Reason != vip.ReasonClusterSetIPExhausted {
+					return false
+				}
+				starved = n
+			}
+			return with == 2 && starved != ""
+		}, waitFor, tick)
+		require.Equal(t, va, vipOf("shop", "a"))
+
+		// Unexporting one frees its address for the starved import.
+		rmExport(t, east, "shop", "r1")
+		vipOf("shop", starved)
+	})
+}
