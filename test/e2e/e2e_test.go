@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 	"github.com/mcs-dns/mcs-dns/test/procs"
 )
@@ -155,8 +156,17 @@ func answers(addr, network, name string, qtype uint16) (int, []string, error) {
 // over both UDP and TCP.
 func (s *system) expect(name string, qtype uint16, rcode int, want ...string) {
 	s.t.Helper()
+	s.expectIn("", name, qtype, rcode, want...)
+}
+
+// expectIn is expect for one cluster's CoreDNS ("" = every cluster's).
+func (s *system) expectIn(only, name string, qtype uint16, rcode int, want ...string) {
+	s.t.Helper()
 	sort.Strings(want)
 	for _, c := range clusterNames {
+		if only != "" && c != only {
+			continue
+		}
 		for _, network := range []string{"udp", "tcp"} {
 			var last string
 			ok := waitUntil(60*time.Second, func() bool {
@@ -214,7 +224,22 @@ func TestEndToEnd(t *testing.T) {
 		s.expect(east+".db.shop"+zone, dns.TypeA, dns.RcodeSuccess)
 	})
 	s.run("clustersetip", func() {
-		// No per-endpoint names for ClusterSetIP services.
+		// --vip-mode=derived-service (the default): each cluster answers
+		// with the ClusterIP of its own derived Service.
+		for _, c := range clusterNames {
+			svc, err := s.set.Get(c).Kube.CoreV1().Services("shop").Get(s.ctx(), vip.DerivedName("shop", "web"), metav1.GetOptions{})
+			if !waitUntil(60*time.Second, func() bool {
+				svc, err = s.set.Get(c).Kube.CoreV1().Services("shop").Get(s.ctx(), vip.DerivedName("shop", "web"), metav1.GetOptions{})
+				return err == nil
+			}) {
+				s.t.Fatalf("%s: no derived Service: %v", c, err)
+			}
+			s.expectIn(c, "web.shop"+zone, dns.TypeA, dns.RcodeSuccess, "A "+svc.Spec.ClusterIP)
+			s.expectIn(c, "_http._tcp.web.shop"+zone, dns.TypeSRV, dns.RcodeSuccess, "SRV 80 web.shop"+zone)
+			rev, _ := dns.ReverseAddr(svc.Spec.ClusterIP)
+			s.expectIn(c, rev, dns.TypePTR, dns.RcodeSuccess, "PTR web.shop"+zone)
+		}
+		// No per-endpoint names for ClusterSetIP services; other types NODATA.
 		s.expect("10-1-1-1."+east+".web.shop"+zone, dns.TypeA, dns.RcodeNameError)
 		s.expect("web.shop"+zone, dns.TypeMX, dns.RcodeSuccess)
 	})
@@ -242,6 +267,14 @@ func TestEndToEnd(t *testing.T) {
 		require.NoError(s.t, s.dns["north"].Stop())
 		s.startCoreDNS("north")
 		s.expect("db.shop"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.1.0.1")
+	})
+	s.run("namespace deleted in one cluster", func() {
+		s.export("east", "gone", "cart", true, pod{"c-0", "10.1.5.1", true})
+		s.expect("cart.gone"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.1.5.1")
+		require.NoError(s.t, s.set.Get("north").Kube.CoreV1().Namespaces().Delete(s.ctx(), "gone", metav1.DeleteOptions{}))
+		// The import leaves north (no namespace, no import); the others keep it.
+		s.expectIn("north", "cart.gone"+zone, dns.TypeA, dns.RcodeNameError)
+		s.expectIn("west", "cart.gone"+zone, dns.TypeA, dns.RcodeSuccess, "A 10.1.5.1")
 	})
 	s.run("unexport everywhere", func() {
 		require.NoError(s.t, s.set.Get("east").MCS.MulticlusterV1beta1().ServiceExports("shop").Delete(s.ctx(), "db", metav1.DeleteOptions{}))
