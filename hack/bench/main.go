@@ -54,6 +54,7 @@ type Options struct {
 	ExportType     string
 	StartupProfile time.Duration
 	Starts         int
+	ImporterArgs   string
 }
 
 func (o Options) phase(name string) bool {
@@ -105,6 +106,7 @@ func main() {
 	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,startup,10x,importer,gobench")
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
 	flag.StringVar(&o.ExportType, "export-type", "headless", "importer: type of the exported Services, headless (answered: A = the endpoint's IP) or clustersetip (answered: NOERROR, since the importer may assign no VIP)")
+	flag.StringVar(&o.ImporterArgs, "importer-args", "", "importer: extra mcs-importer flags (default: its defaults)")
 	flag.StringVar(&o.ImporterServer, "importer-server", "a", "importer: which server (a or b) answers for the importing clusters")
 	flag.Parse()
 

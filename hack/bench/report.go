@@ -244,6 +244,7 @@ func (r *Results) Markdown() string {
 		p("Not done: %s\n", im.NotDone)
 	} else {
 		p("| what | value |\n|---|---|\n")
+		p("| mcs-importer flags | `%s` |\n", im.Args)
 		p("| exports created in %s, answered by CoreDNS (%s) of %s | %d |\n", im.Exporter, serverLabels[im.Server], strings.Join(im.Importers, ", "), im.Exports)
 		p("| export acknowledged -> answered by both: p50 / p99 / max | %.0f / %.0f / %.0f ms |\n", im.P50Ms, im.P99Ms, im.MaxMs)
 		p("| all %d answered by both after the first create | %.2f s |\n", im.Exports, im.AllSeconds)
