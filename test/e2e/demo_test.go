@@ -1,0 +1,53 @@
+package e2e
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcs-dns/mcs-dns/test/procs"
+)
+
+// TestDemo runs `make demo`'s program twice in a row on the same folder and
+// ports, as a user would: the second run stops the first and shows every
+// answer the README promises.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real API servers")
+	}
+	bins := procs.Build(t)
+	demo := filepath.Join(t.TempDir(), "demo")
+	out, err := exec.Command("go", "build", "-o", demo, "github.com/mcs-dns/mcs-dns/hack/demo").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	dir := t.TempDir()
+	port := strconv.Itoa(procs.FreePort(t))
+	args := []string{"-dir", dir, "-bin", filepath.Dir(bins.CoreDNS), "-base-port", port, "-timeout", "4m"}
+
+	first := procs.Start(t, "demo-1", demo, args...)
+	require.Eventually(t, func() bool { return strings.Contains(first.Output(), "the demo is running") || first.Exited() },
+		8*time.Minute, 200*time.Millisecond)
+	require.False(t, first.Exited(), "first demo exited:\n%s", first.Output())
+
+	second := procs.Start(t, "demo-2", demo, append(args, "-wait=false")...)
+	require.NoError(t, second.Wait(), "second demo failed:\n%s", second.Output())
+	require.True(t, first.Exited(), "the second demo did not stop the first")
+	got := second.Output()
+	for _, want := range []string{
+		"stopping the demo already running",
+		"web.demo.svc.clusterset.local. 5 IN A", // the VIP (derived Service ClusterIP)
+		"db.demo.svc.clusterset.local. 5 IN A 10.10.2.1",
+		"db-0.east.db.demo.svc.clusterset.local. 5 IN A 10.10.2.1",
+		"IN SRV 0 33 5432 db-0.west.db.demo.svc.clusterset.local.",
+		"1.2.10.10.in-addr.arpa. 5 IN PTR db-0.east.db.demo.svc.clusterset.local.",
+		"status: NXDOMAIN",
+		"db now has two ready pods",
+		"db is gone from the clusterset",
+	} {
+		require.Contains(t, strings.Join(strings.Fields(got), " "), want, "demo output:\n%s", got)
+	}
+}
