@@ -234,3 +234,47 @@ func TestDeployYAMLParses(t *testing.T) {
 		}
 	}
 }
+
+// The member role is enough for the importer (derived-service VIPs, leader
+// election, export conditions) and no more than it needs.
+func TestImporterRBAC(t *testing.T) {
+	bins := procs.Build(t)
+	set := cluster.Start(t, cluster.Spec{Name: "east", ClusterID: "east"}, cluster.Spec{Name: "west", ClusterID: "west"})
+	east, west := set.Clusters[0], set.Clusters[1]
+	applyRBAC(t, set)
+	kubeconfig := tokenKubeconfig(t, set, "mcs-importer-member")
+	for _, denied := range [][3]string{
+		{"get", "", "secrets"},
+		{"create", "", "namespaces"},
+		{"delete", "multicluster.x-k8s.io", "serviceexports"},
+		{"create", "", "pods"},
+	} {
+		require.False(t, can(t, kubeconfig, "east", denied[0], denied[1], denied[2]), "the importer may %v", denied)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range set.Clusters {
+		_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := east.Kube.CoreV1().Services("shop").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "cart"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = east.MCS.MulticlusterV1beta1().ServiceExports("shop").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "cart"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	imp := procs.Start(t, "mcs-importer", bins.Importer, "--kubeconfig", kubeconfig, "--contexts", "east,west",
+		"--metrics-addr", "127.0.0.1:0", "--leader-elect", "--leader-elect-namespace", namespace)
+	require.Eventually(t, func() bool {
+		si, err := west.MCS.MulticlusterV1beta1().ServiceImports("shop").Get(ctx, "cart", metav1.GetOptions{})
+		if err != nil || len(si.Spec.IPs) == 0 {
+			return false
+		}
+		e, err := east.MCS.MulticlusterV1beta1().ServiceExports("shop").Get(ctx, "cart", metav1.GetOptions{})
+		return err == nil && len(e.Status.Conditions) >= 3
+	}, 60*time.Second, 200*time.Millisecond, "the importer with the shipped role never imported:\n%s", imp.Output())
+	require.NotContains(t, strings.ToLower(imp.Output()), "forbidden")
+}
