@@ -30,6 +30,8 @@ func exportService(t *testing.T, c *cluster.Cluster, ns, name string, mutate ...
 	mkExport(t, c, ns, name, mutate...)
 }
 
+func ptrTo[T any](v T) *T { return &v }
+
 func annotate(v string) func(*mcsv1beta1.ServiceExport) {
 	return func(e *mcsv1beta1.ServiceExport) {
 		e.Annotations = map[string]string{mcsapi.AnnotationUseClusterSetIP: v}
@@ -107,6 +109,28 @@ func TestDerivedServiceVIPs(t *testing.T) {
 	t.Run("a derived Service deleted by hand is recreated", func(t *testing.T) {
 		require.NoError(t, west.Kube.CoreV1().Services("shop").Delete(bg(), derived, metav1.DeleteOptions{}))
 		importIPs(t, cs, "shop", "web", withDerived) // recreated, ips follow the new ClusterIP
+	})
+
+	t.Run("dual-stack: one VIP per family, in ipFamilies order", func(t *testing.T) {
+		_, err := east.Kube.CoreV1().Services("shop").Create(bg(), &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "dual"},
+			Spec: corev1.ServiceSpec{
+				Ports:          []corev1.ServicePort{tcpPort("http", 80)},
+				IPFamilies:     []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol},
+				IPFamilyPolicy: ptrTo(corev1.IPFamilyPolicyRequireDualStack),
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		mkExport(t, east, "shop", "dual")
+		got := importIPs(t, cs, "shop", "dual", func(_ *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+			if len(si.Spec.IPs) != 2 || !slices.Equal(si.Spec.IPFamilies, []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}) {
+				return fmt.Errorf("ips %v families %v", si.Spec.IPs, si.Spec.IPFamilies)
+			}
+			return nil
+		})
+		for c, ips := range got {
+			require.True(t, netip.MustParseAddr(ips[0]).Is6() && netip.MustParseAddr(ips[1]).Is4(), "%s: %v", c, ips)
+		}
 	})
 
 	t.Run("headless imports have no derived Service", func(t *testing.T) {
@@ -199,6 +223,24 @@ func TestClusterSetCIDRVIPs(t *testing.T) {
 		imp = startImporter(top, o)
 		imp.quiesce(t, 2*time.Second)
 		require.Equal(t, va, vipOf("shop", "a"))
+	})
+
+	t.Run("the allocating cluster leaves the clusterset", func(t *testing.T) {
+		exportService(t, east, "shop", "shared", annotate("true"))
+		v := vipOf("shop", "shared")
+		exportService(t, west, "shop", "shared", annotate("true"))
+		imp.stop()
+		// east (whose export allocated the VIP) is no longer a member.
+		wo := o
+		wo.Contexts = []string{"west", "north"}
+		imp = startImporter(top, wo)
+		got := importIPs(t, cs[1:], "shop", "shared", sameVIP)
+		require.Equal(t, v, got["west"][0])
+		require.Equal(t, v, got["north"][0])
+		imp.stop()
+		imp = startImporter(top, o)
+		rmExport(t, west, "shop", "shared")
+		rmExport(t, east, "shop", "shared")
 	})
 
 	t.Run("racing importers, one per cluster, converge without sharing a VIP", func(t *testing.T) {
