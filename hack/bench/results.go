@@ -235,6 +235,9 @@ func (b *Bench) finish() int {
 	r.summarize()
 	r.Targets = r.targets()
 	md := r.Markdown()
+	if wd, err := os.Getwd(); err == nil {
+		md = strings.ReplaceAll(md, wd+string(filepath.Separator), "") // paths relative to the repository
+	}
 	fmt.Println()
 	fmt.Println(md)
 	_ = os.WriteFile(filepath.Join(b.Out, "results.md"), []byte(md), 0o644)
