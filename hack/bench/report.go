@@ -98,10 +98,11 @@ func (r *Results) targets() []Target {
 	} else {
 		add("programming latency p99 (a)", "<= 50 ms", "-", nil)
 	}
+	tcWhat := fmt.Sprintf("headless SRV (%d endpoints) without TC at 4096 (a)", r.Options.Sizes.Endpoints*r.Options.Sizes.Clusters)
 	if c := r.Correctness["a"][KindHLSRV]; c != nil {
-		add("headless SRV (50 endpoints) without TC at 4096 (a)", "no TC", fmt.Sprintf("%d of %d truncated, %d answers, %d bytes", c.TC, c.Total, c.MaxAnswers, c.MaxSize), b(c.TC == 0 && c.OK == c.Total))
+		add(tcWhat, "no TC", fmt.Sprintf("%d of %d truncated, %d answers, %d bytes", c.TC, c.Total, c.MaxAnswers, c.MaxSize), b(c.TC == 0 && c.OK == c.Total))
 	} else {
-		add("headless SRV (50 endpoints) without TC at 4096 (a)", "no TC", "-", nil)
+		add(tcWhat, "no TC", "-", nil)
 	}
 	if im := r.Importer; im != nil && im.NotDone == "" && im.Exports > 0 && im.Server == "a" {
 		add("importer export-to-answer p99 across clusters", "<= 2 s", fmt.Sprintf("%.2f s", im.P99Ms/1000), b(im.P99Ms <= 2000 && im.Unanswered == 0))
