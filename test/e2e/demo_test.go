@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -25,7 +26,7 @@ func TestDemo(t *testing.T) {
 	out, err := exec.Command("go", "build", "-o", demo, "github.com/mcs-dns/mcs-dns/hack/demo").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	dir := t.TempDir()
-	port := strconv.Itoa(procs.FreePort(t))
+	port := strconv.Itoa(threeFreePorts(t))
 	args := []string{"-dir", dir, "-bin", filepath.Dir(bins.CoreDNS), "-base-port", port, "-timeout", "4m"}
 
 	first := procs.Start(t, "demo-1", demo, args...)
@@ -50,4 +51,36 @@ func TestDemo(t *testing.T) {
 	} {
 		require.Contains(t, strings.Join(strings.Fields(got), " "), want, "demo output:\n%s", got)
 	}
+}
+
+// threeFreePorts returns a port p such that p, p+1 and p+2 are free on
+// 127.0.0.1 for TCP and UDP (the demo's three CoreDNS servers).
+func threeFreePorts(t *testing.T) int {
+	for range 100 {
+		p := procs.FreePort(t)
+		if p+2 > 65535 {
+			continue
+		}
+		ok := true
+		for _, q := range []int{p + 1, p + 2} {
+			addr := "127.0.0.1:" + strconv.Itoa(q)
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				ok = false
+				break
+			}
+			u, err := net.ListenPacket("udp", addr)
+			l.Close()
+			if err != nil {
+				ok = false
+				break
+			}
+			u.Close()
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatal("no three consecutive free ports")
+	return 0
 }
