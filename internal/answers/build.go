@@ -55,7 +55,13 @@ type Set struct {
 	// names[z] maps a name relative to <svc>.<ns>.svc.<Zones[z]> ("" is
 	// the service name itself) to its node.
 	names []map[string]*Node
-	ptrs  []PTR
+	// revs are the distinct reverse names of the set's addresses and
+	// owners, at the same index, the PTR targets of each (names in
+	// Zones[0], the same strings as the forward records' owner names).
+	// The Index publishes owners[i:i+1] as is, so a reverse name owned by
+	// one service costs no allocation beyond the map entry.
+	revs   []string
+	owners []ptrOwner
 	// endpoints is the number of ready endpoints answered.
 	endpoints int
 	// skipped counts endpoints left out because their names would not
@@ -79,8 +85,61 @@ func (s *Set) Endpoints() int { return s.endpoints }
 // from them would exceed DNS limits.
 func (s *Set) Skipped() int { return s.skipped }
 
-// PTRs returns the reverse entries of the set (read-only).
-func (s *Set) PTRs() []PTR { return s.ptrs }
+// ptrOwner is one service's PTR targets of one reverse name.
+type ptrOwner struct {
+	key     string // the service's Index key
+	targets []string
+}
+
+// PTRs returns the reverse entries of the set, grouped by reverse name
+// (a fresh slice; for tests and diagnostics).
+func (s *Set) PTRs() []PTR {
+	var out []PTR
+	for i, rev := range s.revs {
+		for _, t := range s.owners[i].targets {
+			out = append(out, PTR{Reverse: rev, Target: t})
+		}
+	}
+	return out
+}
+
+// setPTRs stores pairs grouped by reverse name, in order of first
+// appearance, without duplicate targets, in two allocations (plus the
+// owners and names slices).
+func (s *Set) setPTRs(pairs []PTR) {
+	if len(pairs) == 0 {
+		return
+	}
+	first := make(map[string]int, len(pairs)) // reverse -> group
+	count := make([]int, 0, len(pairs))
+	for _, p := range pairs {
+		g, ok := first[p.Reverse]
+		if !ok {
+			g = len(s.revs)
+			first[p.Reverse] = g
+			s.revs = append(s.revs, p.Reverse)
+			count = append(count, 0)
+		}
+		count[g]++
+	}
+	s.revs = slices.Clip(s.revs)
+	targets := make([]string, len(pairs))
+	s.owners = make([]ptrOwner, len(s.revs))
+	off := 0
+	for g := range s.owners {
+		s.owners[g] = ptrOwner{key: s.key, targets: targets[off : off : off+count[g]]}
+		off += count[g]
+	}
+	for _, p := range pairs {
+		o := &s.owners[first[p.Reverse]]
+		if !slices.Contains(o.targets, p.Target) {
+			o.targets = append(o.targets, p.Target)
+		}
+	}
+	for g := range s.owners {
+		s.owners[g].targets = slices.Clip(s.owners[g].targets)
+	}
+}
 
 // Lookup returns the node of the name prefix (relative to the service
 // name, "" for the service itself) in zone index zone, or nil.
@@ -273,6 +332,7 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 	groups := namedPorts(svc.Ports)
 	bare := distinctPorts(groups)
 	svcRel := svc.Name + "." + svc.Namespace + ".svc"
+	var ptrs []PTR
 	for z, zone := range cfg.Zones {
 		base := fqdn(svcRel, zone)
 		top := s.node(z, "")
@@ -295,11 +355,12 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 		if z == 0 {
 			for _, ip := range ips {
 				if rev, err := dns.ReverseAddr(ip.String()); err == nil {
-					s.ptrs = append(s.ptrs, PTR{Reverse: rev, Target: base})
+					ptrs = append(ptrs, PTR{Reverse: rev, Target: base})
 				}
 			}
 		}
 	}
+	s.setPTRs(ptrs)
 	return s
 }
 
@@ -384,6 +445,7 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 	all = dedupAddrs(all)
 	groups := namedPorts(svc.Ports)
 	bare := distinctPorts(groups)
+	var ptrs []PTR
 	for z, zone := range cfg.Zones {
 		base := fqdn(svcRel, zone)
 		top := s.node(z, "")
@@ -403,7 +465,7 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 			if z == 0 {
 				for _, ip := range en.addrs {
 					if rev, err := dns.ReverseAddr(ip.String()); err == nil {
-						s.ptrs = append(s.ptrs, PTR{Reverse: rev, Target: owner})
+						ptrs = append(ptrs, PTR{Reverse: rev, Target: owner})
 					}
 				}
 			}
@@ -426,5 +488,6 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 		}
 		top.setSRV(base, targets, cfg.TTL)
 	}
+	s.setPTRs(ptrs)
 	return s
 }

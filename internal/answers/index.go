@@ -12,7 +12,7 @@ import (
 )
 
 // Index is the published answer state: one immutable Set per service, the
-// namespaces that have names, and PTR records by reverse name. Readers
+// namespaces that have names, and PTR targets by reverse name. Readers
 // never lock and never wait for writers (the maps are lock-free for
 // reads); Put costs O(size of the service it changes), never O(number of
 // services).
@@ -21,12 +21,14 @@ type Index struct {
 
 	services   *xsync.MapOf[string, *Set]
 	namespaces *xsync.MapOf[string, int]
-	ptr        *xsync.MapOf[string, []dns.RR]
+	// ptr maps a reverse name to the services that own it, sorted by
+	// key; the slices (and their targets) belong to the published Sets
+	// when one service owns the name, so they cost no allocation. PTR
+	// records are built per query.
+	ptr *xsync.MapOf[string, []ptrOwner]
 
-	// mu serialises writers; owners is writer-only bookkeeping:
-	// reverse name -> service key -> PTR targets.
-	mu     sync.Mutex
-	owners map[string]map[string][]string
+	// mu serialises writers.
+	mu sync.Mutex
 
 	serial atomic.Uint32
 	// counts, for metrics
@@ -40,8 +42,7 @@ func NewIndex(ttl uint32) *Index {
 		ttl:        ttl,
 		services:   xsync.NewMapOf[string, *Set](),
 		namespaces: xsync.NewMapOf[string, int](),
-		ptr:        xsync.NewMapOf[string, []dns.RR](),
-		owners:     map[string]map[string][]string{},
+		ptr:        xsync.NewMapOf[string, []ptrOwner](),
 	}
 	ix.serial.Store(uint32(time.Now().Unix())) // #nosec G115 -- SOA serial from Unix time
 	return ix
@@ -59,9 +60,54 @@ func (ix *Index) HasNamespace(ns string) bool {
 	return n > 0
 }
 
-// PTR returns the PTR records of a lower-case reverse name, or nil.
+// HasPTR reports whether the lower-case reverse name has PTR records.
+func (ix *Index) HasPTR(reverse string) bool {
+	owners, _ := ix.ptr.Load(reverse)
+	return len(owners) > 0
+}
+
+// ptrOne is a single PTR record and the slice that holds it, allocated
+// together.
+type ptrOne struct {
+	rrs [1]dns.RR
+	ptr dns.PTR
+}
+
+// PTR returns the PTR records of a lower-case reverse name, or nil: the
+// targets of the services that own it, by service key, without
+// duplicates. The slice and records are fresh (built per call; one
+// allocation for a single record).
 func (ix *Index) PTR(reverse string) []dns.RR {
-	rrs, _ := ix.ptr.Load(reverse)
+	owners, _ := ix.ptr.Load(reverse)
+	if len(owners) == 0 {
+		return nil
+	}
+	hdr := dns.RR_Header{Name: reverse, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: ix.ttl}
+	if len(owners) == 1 && len(owners[0].targets) == 1 {
+		o := &ptrOne{ptr: dns.PTR{Hdr: hdr, Ptr: owners[0].targets[0]}}
+		o.rrs[0] = &o.ptr
+		return o.rrs[:]
+	}
+	n := 0
+	for _, o := range owners {
+		n += len(o.targets)
+	}
+	recs := make([]dns.PTR, 0, n)
+outer:
+	for _, o := range owners {
+		for _, t := range o.targets {
+			for i := range recs {
+				if strings.EqualFold(recs[i].Ptr, t) {
+					continue outer
+				}
+			}
+			recs = append(recs, dns.PTR{Hdr: hdr, Ptr: t})
+		}
+	}
+	rrs := make([]dns.RR, len(recs))
+	for i := range recs {
+		rrs[i] = &recs[i]
+	}
 	return rrs
 }
 
@@ -121,59 +167,53 @@ func (ix *Index) addNamespace(ns string, delta int) {
 	})
 }
 
-// updatePTR replaces the PTR contributions of service key.
+// updatePTR replaces the PTR contributions of service key: the reverse
+// names of old that set lacks lose key, those of set get set's targets.
 func (ix *Index) updatePTR(key string, old, set *Set) {
-	var oldPTR, newPTR []PTR
-	if old != nil {
-		oldPTR = old.ptrs
-	}
+	var revs []string
+	var owners []ptrOwner
 	if set != nil {
-		newPTR = set.ptrs
+		revs, owners = set.revs, set.owners
 	}
-	touched := map[string]bool{}
-	for _, p := range oldPTR {
-		if owners := ix.owners[p.Reverse]; owners != nil {
-			delete(owners, key)
+	if old != nil && len(old.revs) > 0 {
+		keep := make(map[string]bool, len(revs))
+		for _, rev := range revs {
+			keep[rev] = true
 		}
-		touched[p.Reverse] = true
-	}
-	for _, p := range newPTR {
-		owners := ix.owners[p.Reverse]
-		if owners == nil {
-			owners = map[string][]string{}
-			ix.owners[p.Reverse] = owners
-		}
-		if !slices.Contains(owners[key], p.Target) {
-			owners[key] = append(owners[key], p.Target)
-		}
-		touched[p.Reverse] = true
-	}
-	for rev := range touched {
-		owners := ix.owners[rev]
-		if len(owners) == 0 {
-			delete(ix.owners, rev)
-			ix.ptr.Delete(rev)
-			continue
-		}
-		keys := make([]string, 0, len(owners))
-		for k := range owners {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		var rrs []dns.RR
-		seen := map[string]bool{}
-		for _, k := range keys {
-			for _, target := range owners[k] {
-				if seen[strings.ToLower(target)] {
-					continue
-				}
-				seen[strings.ToLower(target)] = true
-				rrs = append(rrs, &dns.PTR{
-					Hdr: dns.RR_Header{Name: rev, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: ix.ttl},
-					Ptr: target,
-				})
+		for _, rev := range old.revs {
+			if !keep[rev] {
+				ix.replacePTR(rev, key, nil)
 			}
 		}
-		ix.ptr.Store(rev, slices.Clip(rrs))
 	}
+	for i, rev := range revs {
+		ix.replacePTR(rev, key, owners[i:i+1:i+1])
+	}
+}
+
+// replacePTR sets the targets of service key at reverse name rev to own
+// (nil or one owner of key), keeping the other services' ones.
+func (ix *Index) replacePTR(rev, key string, own []ptrOwner) {
+	cur, _ := ix.ptr.Load(rev)
+	if len(cur) == 0 || (len(cur) == 1 && cur[0].key == key) {
+		if own == nil {
+			ix.ptr.Delete(rev)
+		} else {
+			ix.ptr.Store(rev, own)
+		}
+		return
+	}
+	next := make([]ptrOwner, 0, len(cur)+len(own))
+	for _, o := range cur {
+		if o.key != key {
+			next = append(next, o)
+		}
+	}
+	next = append(next, own...)
+	slices.SortFunc(next, func(a, b ptrOwner) int { return strings.Compare(a.key, b.key) })
+	if len(next) == 0 {
+		ix.ptr.Delete(rev)
+		return
+	}
+	ix.ptr.Store(rev, next)
 }

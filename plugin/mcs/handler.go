@@ -17,6 +17,8 @@ func (p *MCS) Name() string { return pluginName }
 type result struct {
 	rcode         int
 	answer, extra []dns.RR
+	// fresh: answer was built for this query and may be used as is.
+	fresh bool
 	// soa answers with the zone's SOA (it depends on the serial).
 	soa bool
 }
@@ -66,12 +68,15 @@ func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
 		return z.apex(qtype)
 	}
 	if z.reverse {
-		rrs := p.index.PTR(qname)
-		switch {
-		case rrs == nil:
+		if qtype == dns.TypePTR {
+			rrs := p.index.PTR(qname)
+			if rrs == nil {
+				return nxdomain
+			}
+			return result{answer: rrs, fresh: true}
+		}
+		if !p.index.HasPTR(qname) {
 			return nxdomain
-		case qtype == dns.TypePTR:
-			return result{answer: rrs}
 		}
 		return nodata
 	}
@@ -131,6 +136,8 @@ func (p *MCS) write(w dns.ResponseWriter, r *dns.Msg, z *zone, res *result) {
 	switch {
 	case res.soa:
 		m.Answer = []dns.RR{z.soaRR(p.index.Serial())}
+	case res.fresh && len(res.answer) > 0:
+		m.Answer = res.answer
 	case len(res.answer) > 0:
 		// Fresh slices: later plugins and the server may append to or
 		// reorder them; the records themselves are shared and must
