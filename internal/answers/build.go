@@ -111,18 +111,20 @@ func (s *Set) setPTRs(pairs []PTR) {
 		return
 	}
 	first := make(map[string]int, len(pairs)) // reverse -> group
-	count := make([]int, 0, len(pairs))
+	var count []int
 	for _, p := range pairs {
 		g, ok := first[p.Reverse]
 		if !ok {
-			g = len(s.revs)
+			g = len(count)
 			first[p.Reverse] = g
-			s.revs = append(s.revs, p.Reverse)
 			count = append(count, 0)
 		}
 		count[g]++
 	}
-	s.revs = slices.Clip(s.revs)
+	s.revs = make([]string, len(count))
+	for _, p := range pairs {
+		s.revs[first[p.Reverse]] = p.Reverse
+	}
 	targets := make([]string, len(pairs))
 	s.owners = make([]ptrOwner, len(s.revs))
 	off := 0
@@ -217,21 +219,51 @@ func (s *Set) ents(zone int, rel string) {
 	}
 }
 
-func addrRR(owner string, ip netip.Addr, ttl uint32) dns.RR {
-	if ip.Is4() {
-		a := ip.As4()
-		return &dns.A{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: a[:]}
-	}
-	a := ip.As16()
-	return &dns.AAAA{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: ttl}, AAAA: a[:]}
+// aRR and aaaaRR hold an address record and its address octets in one
+// allocation.
+type aRR struct {
+	dns.A
+	ip [4]byte
 }
 
-func (n *Node) addAddr(owner string, ip netip.Addr, ttl uint32) {
-	rr := addrRR(owner, ip, ttl)
+type aaaaRR struct {
+	dns.AAAA
+	ip [16]byte
+}
+
+func addrRR(owner string, ip netip.Addr, ttl uint32) dns.RR {
 	if ip.Is4() {
-		n.A = append(n.A, rr)
-	} else {
-		n.AAAA = append(n.AAAA, rr)
+		r := &aRR{ip: ip.As4()}
+		r.A = dns.A{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: r.ip[:]}
+		return &r.A
+	}
+	r := &aaaaRR{ip: ip.As16()}
+	r.AAAA = dns.AAAA{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: ttl}, AAAA: r.ip[:]}
+	return &r.AAAA
+}
+
+// addAddrs adds the address records of ips (in order) at n, in slices of
+// exactly the needed size.
+func (n *Node) addAddrs(owner string, ips []netip.Addr, ttl uint32) {
+	var v4 int
+	for _, ip := range ips {
+		if ip.Is4() {
+			v4++
+		}
+	}
+	if v4 > 0 {
+		n.A = slices.Grow(n.A, v4)
+	}
+	if len(ips)-v4 > 0 {
+		n.AAAA = slices.Grow(n.AAAA, len(ips)-v4)
+	}
+	for _, ip := range ips {
+		rr := addrRR(owner, ip, ttl)
+		if ip.Is4() {
+			n.A = append(n.A, rr)
+		} else {
+			n.AAAA = append(n.AAAA, rr)
+		}
 	}
 }
 
@@ -239,12 +271,29 @@ func (n *Node) addAddr(owner string, ip netip.Addr, ttl uint32) {
 type srvTarget struct {
 	target string
 	port   uint16
-	addrs  *Node // the target's node, for the additional section
+}
+
+// srvExtras returns the address records of targets' nodes, in order, for
+// the additional section of SRV answers: the very records of the nodes,
+// in one slice that every SRV RRset of a zone shares (they all name every
+// target).
+func srvExtras(targets []*Node) []dns.RR {
+	n := 0
+	for _, t := range targets {
+		n += len(t.A) + len(t.AAAA)
+	}
+	extra := make([]dns.RR, 0, n)
+	for _, t := range targets {
+		extra = append(extra, t.A...)
+		extra = append(extra, t.AAAA...)
+	}
+	return extra
 }
 
 // setSRV stores one SRV RRset at n: priority 0, equal weights summing to
-// about 100 (as CoreDNS does), and the targets' addresses as extras.
-func (n *Node) setSRV(owner string, targets []srvTarget, ttl uint32) {
+// about 100 (as CoreDNS does), and extra (the addresses of every target)
+// as extras. The records are allocated together.
+func (n *Node) setSRV(owner string, targets []srvTarget, extra []dns.RR, ttl uint32) {
 	if len(targets) == 0 {
 		return
 	}
@@ -252,18 +301,17 @@ func (n *Node) setSRV(owner string, targets []srvTarget, ttl uint32) {
 	if weight == 0 {
 		weight = 1
 	}
-	n.SRV = make([]dns.RR, 0, len(targets))
-	seen := make(map[string]bool, len(targets))
-	for _, t := range targets {
-		n.SRV = append(n.SRV, &dns.SRV{
+	recs := make([]dns.SRV, len(targets))
+	n.SRV = make([]dns.RR, len(targets))
+	for i, t := range targets {
+		recs[i] = dns.SRV{
 			Hdr:      dns.RR_Header{Name: owner, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl},
 			Priority: 0, Weight: weight, Port: t.port, Target: t.target,
-		})
-		if !seen[t.target] {
-			seen[t.target] = true
-			n.Extra = append(n.Extra, t.addrs.A...)
-			n.Extra = append(n.Extra, t.addrs.AAAA...)
 		}
+		n.SRV[i] = &recs[i]
+	}
+	if len(extra) > 0 {
+		n.Extra = extra
 	}
 }
 
@@ -336,22 +384,24 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 	for z, zone := range cfg.Zones {
 		base := fqdn(svcRel, zone)
 		top := s.node(z, "")
-		for _, ip := range ips {
-			top.addAddr(base, ip, cfg.TTL)
+		top.addAddrs(base, ips, cfg.TTL)
+		var extra []dns.RR
+		if len(bare) > 0 {
+			extra = srvExtras([]*Node{top})
 		}
 		for _, g := range groups {
 			targets := make([]srvTarget, len(g.ports))
 			for i, p := range g.ports {
-				targets[i] = srvTarget{target: base, port: p, addrs: top}
+				targets[i] = srvTarget{target: base, port: p}
 			}
-			s.node(z, g.rel).setSRV(g.rel+"."+base, targets, cfg.TTL)
+			s.node(z, g.rel).setSRV(g.rel+"."+base, targets, extra, cfg.TTL)
 			s.node(z, g.proto)
 		}
 		targets := make([]srvTarget, len(bare))
 		for i, p := range bare {
-			targets[i] = srvTarget{target: base, port: p, addrs: top}
+			targets[i] = srvTarget{target: base, port: p}
 		}
-		top.setSRV(base, targets, cfg.TTL)
+		top.setSRV(base, targets, extra, cfg.TTL)
 		if z == 0 {
 			for _, ip := range ips {
 				if rev, err := dns.ReverseAddr(ip.String()); err == nil {
@@ -449,18 +499,17 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 	for z, zone := range cfg.Zones {
 		base := fqdn(svcRel, zone)
 		top := s.node(z, "")
-		for _, ip := range all {
-			top.addAddr(base, ip, cfg.TTL)
-		}
+		top.addAddrs(base, all, cfg.TTL)
 		epNodes := make([]*Node, len(names))
 		owners := make([]string, len(names))
 		for i, en := range names {
 			owner := en.rel + "." + base
-			n := s.node(z, en.rel)
-			for _, ip := range en.addrs {
-				n.addAddr(owner, ip, cfg.TTL)
-			}
-			s.ents(z, en.rel)
+			// The relative name as a prefix of owner: one string for
+			// both (and for the SRV and PTR targets).
+			rel := owner[:len(en.rel)]
+			n := s.node(z, rel)
+			n.addAddrs(owner, en.addrs, cfg.TTL)
+			s.ents(z, rel)
 			epNodes[i], owners[i] = n, owner
 			if z == 0 {
 				for _, ip := range en.addrs {
@@ -470,23 +519,27 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 				}
 			}
 		}
+		var extra []dns.RR
+		if len(bare) > 0 {
+			extra = srvExtras(epNodes)
+		}
 		for _, g := range groups {
 			targets := make([]srvTarget, 0, len(names)*len(g.ports))
 			for i := range names {
 				for _, p := range g.ports {
-					targets = append(targets, srvTarget{target: owners[i], port: p, addrs: epNodes[i]})
+					targets = append(targets, srvTarget{target: owners[i], port: p})
 				}
 			}
-			s.node(z, g.rel).setSRV(g.rel+"."+base, targets, cfg.TTL)
+			s.node(z, g.rel).setSRV(g.rel+"."+base, targets, extra, cfg.TTL)
 			s.node(z, g.proto)
 		}
 		targets := make([]srvTarget, 0, len(names)*len(bare))
 		for i := range names {
 			for _, p := range bare {
-				targets = append(targets, srvTarget{target: owners[i], port: p, addrs: epNodes[i]})
+				targets = append(targets, srvTarget{target: owners[i], port: p})
 			}
 		}
-		top.setSRV(base, targets, cfg.TTL)
+		top.setSRV(base, targets, extra, cfg.TTL)
 	}
 	s.setPTRs(ptrs)
 	return s

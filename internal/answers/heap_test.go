@@ -46,6 +46,9 @@ func TestHeapAtScale(t *testing.T) {
 			IPs:   []netip.Addr{netip.AddrFrom4([4]byte{172, 20, byte(i >> 8), byte(i)})},
 			Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}}}})
 	}
+	if os.Getenv("MCS_HEAP_PROFILE") != "" {
+		runtime.MemProfileRate = 1
+	}
 	before := heap()
 	ix := NewIndex(5)
 	c := Config{Zones: []string{"clusterset.local."}, TTL: 5}
