@@ -21,11 +21,23 @@ type Config struct {
 // Node without records is an empty non-terminal: the name exists (NOERROR,
 // NODATA) because names exist below it.
 type Node struct {
-	A, AAAA, SRV []dns.RR
+	A, AAAA []dns.RR
+	// SRVSet is behind a pointer, since few nodes have SRV records (the
+	// per-endpoint nodes, most of them, never do); nodes without any
+	// share one empty SRVSet, so that n.SRV and n.Extra read as nil.
+	*SRVSet
+}
+
+// SRVSet is the SRV RRset of a node.
+type SRVSet struct {
+	SRV []dns.RR
 	// Extra holds the A/AAAA records of the SRV targets, for the
 	// additional section of SRV answers.
 	Extra []dns.RR
 }
+
+// noSRV is the SRVSet of nodes without SRV records; never modified.
+var noSRV = &SRVSet{}
 
 // Records returns the answer and additional records of qtype at n. No
 // answer records and n != nil means NODATA.
@@ -36,6 +48,9 @@ func (n *Node) Records(qtype uint16) (answer, extra []dns.RR) {
 	case dns.TypeAAAA:
 		return n.AAAA, nil
 	case dns.TypeSRV:
+		if n.SRVSet == nil {
+			return nil, nil
+		}
 		return n.SRV, n.Extra
 	}
 	return nil, nil
@@ -204,7 +219,7 @@ func fqdn(rel, zone string) string {
 func (s *Set) node(zone int, rel string) *Node {
 	n := s.names[zone][rel]
 	if n == nil {
-		n = &Node{}
+		n = &Node{SRVSet: noSRV}
 		s.names[zone][rel] = n
 	}
 	return n
@@ -302,17 +317,18 @@ func (n *Node) setSRV(owner string, targets []srvTarget, extra []dns.RR, ttl uin
 		weight = 1
 	}
 	recs := make([]dns.SRV, len(targets))
-	n.SRV = make([]dns.RR, len(targets))
+	set := &SRVSet{SRV: make([]dns.RR, len(targets))}
 	for i, t := range targets {
 		recs[i] = dns.SRV{
 			Hdr:      dns.RR_Header{Name: owner, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl},
 			Priority: 0, Weight: weight, Port: t.port, Target: t.target,
 		}
-		n.SRV[i] = &recs[i]
+		set.SRV[i] = &recs[i]
 	}
 	if len(extra) > 0 {
-		n.Extra = extra
+		set.Extra = extra
 	}
+	n.SRVSet = set
 }
 
 // namedPorts groups the named ports by SRV name "_<name>._<proto>", in a
