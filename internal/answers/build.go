@@ -69,7 +69,7 @@ type Set struct {
 	typ       Type
 	// names[z] maps a name relative to <svc>.<ns>.svc.<Zones[z]> ("" is
 	// the service name itself) to its node.
-	names []map[string]*Node
+	names []table
 	// revs are the distinct reverse names of the set's addresses and
 	// owners, at the same index, the PTR targets of each (names in
 	// Zones[0], the same strings as the forward records' owner names).
@@ -164,17 +164,73 @@ func (s *Set) Lookup(zone int, prefix string) *Node {
 	if s == nil || zone < 0 || zone >= len(s.names) {
 		return nil
 	}
-	return s.names[zone][prefix]
+	return s.names[zone].get(prefix)
 }
 
 // Names returns the relative names of zone index zone, sorted (for tests).
 func (s *Set) Names(zone int) []string {
-	out := make([]string, 0, len(s.names[zone]))
-	for k := range s.names[zone] {
+	t := &s.names[zone]
+	out := make([]string, 0, len(t.m)+len(t.small))
+	for k := range t.m {
 		out = append(out, k)
+	}
+	for _, e := range t.small {
+		out = append(out, e.rel)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// table maps relative names to nodes: a map while building; once built,
+// a small table becomes a slice (a scan of a few names is as fast as a
+// map look-up, at a fraction of the size).
+type table struct {
+	m     map[string]*Node
+	small []tableEntry
+}
+
+type tableEntry struct {
+	rel string
+	n   *Node
+}
+
+// maxSmall is the most names a table keeps in a slice.
+const maxSmall = 8
+
+func (t *table) get(rel string) *Node {
+	if t.m != nil {
+		return t.m[rel]
+	}
+	for i := range t.small {
+		if t.small[i].rel == rel {
+			return t.small[i].n
+		}
+	}
+	return nil
+}
+
+// emptyNode is every empty non-terminal of a built Set; never modified.
+var emptyNode = &Node{SRVSet: noSRV}
+
+// freeze ends building: empty nodes become the shared emptyNode and small
+// tables slices.
+func (s *Set) freeze() {
+	for z := range s.names {
+		t := &s.names[z]
+		for rel, n := range t.m {
+			if len(n.A) == 0 && len(n.AAAA) == 0 && n.SRVSet == noSRV {
+				t.m[rel] = emptyNode
+			}
+		}
+		if len(t.m) > maxSmall {
+			continue
+		}
+		t.small = make([]tableEntry, 0, len(t.m))
+		for rel, n := range t.m {
+			t.small = append(t.small, tableEntry{rel, n})
+		}
+		t.m = nil
+	}
 }
 
 // Build computes the answers of one service from its import and the
@@ -188,22 +244,27 @@ func Build(svc *Service, slicesIn []*Slice, cfg Config) *Set {
 	if svc == nil || len(cfg.Zones) == 0 {
 		return nil
 	}
+	var s *Set
 	switch svc.Type {
 	case ClusterSetIP:
-		return buildClusterSetIP(svc, cfg)
+		s = buildClusterSetIP(svc, cfg)
 	case Headless:
 		if svc.EndpointsAbsent {
 			return nil
 		}
-		return buildHeadless(svc, slicesIn, cfg)
+		s = buildHeadless(svc, slicesIn, cfg)
 	}
-	return nil
+	if s == nil {
+		return nil
+	}
+	s.freeze()
+	return s
 }
 
 func newSet(svc *Service, cfg Config) *Set {
-	s := &Set{key: svc.Key(), namespace: svc.Namespace, typ: svc.Type, names: make([]map[string]*Node, len(cfg.Zones))}
+	s := &Set{key: svc.Key(), namespace: svc.Namespace, typ: svc.Type, names: make([]table, len(cfg.Zones))}
 	for i := range s.names {
-		s.names[i] = map[string]*Node{}
+		s.names[i].m = map[string]*Node{}
 	}
 	return s
 }
@@ -217,10 +278,10 @@ func fqdn(rel, zone string) string {
 }
 
 func (s *Set) node(zone int, rel string) *Node {
-	n := s.names[zone][rel]
+	n := s.names[zone].m[rel]
 	if n == nil {
 		n = &Node{SRVSet: noSRV}
-		s.names[zone][rel] = n
+		s.names[zone].m[rel] = n
 	}
 	return n
 }

@@ -24,12 +24,16 @@ func TestHeapAtScale(t *testing.T) {
 		runtime.ReadMemStats(&m)
 		return m.HeapAlloc
 	}
-	const nSvc, nEp = 2000, 50
+	t.Run("headless", func(t *testing.T) { measureHeap(t, heap, 2000, 50, 2000) })
+	t.Run("clustersetip", func(t *testing.T) { measureHeap(t, heap, 0, 0, 20000) })
+}
+
+func measureHeap(t *testing.T, heap func() uint64, nSvc, nEp, nVIP int) {
 	type input struct {
 		svc    *Service
 		slices []*Slice
 	}
-	inputs := make([]input, 0, 2*nSvc)
+	inputs := make([]input, 0, nSvc+nVIP)
 	for i := range nSvc {
 		svc := &Service{Namespace: fmt.Sprintf("ns%d", i%100), Name: fmt.Sprintf("hl%d", i), Type: Headless,
 			Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}}}
@@ -42,6 +46,8 @@ func TestHeapAtScale(t *testing.T) {
 			sl.Endpoints = append(sl.Endpoints, ep)
 		}
 		inputs = append(inputs, input{svc, []*Slice{sl}})
+	}
+	for i := range nVIP {
 		inputs = append(inputs, input{svc: &Service{Namespace: fmt.Sprintf("ns%d", i%100), Name: fmt.Sprintf("vip%d", i), Type: ClusterSetIP,
 			IPs:   []netip.Addr{netip.AddrFrom4([4]byte{172, 20, byte(i >> 8), byte(i)})},
 			Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}}}})
@@ -56,8 +62,8 @@ func TestHeapAtScale(t *testing.T) {
 		ix.Put(in.svc.Key(), Build(in.svc, in.slices, c))
 	}
 	after := heap()
-	t.Logf("index heap: %.1f MiB for %d headless x %d endpoints + %d ClusterSetIP (%.0f B per endpoint)",
-		float64(after-before)/(1<<20), nSvc, nEp, nSvc, float64(after-before)/float64(nSvc*nEp))
+	t.Logf("index heap: %.1f MiB for %d headless x %d endpoints + %d ClusterSetIP (%.0f B per endpoint or VIP)",
+		float64(after-before)/(1<<20), nSvc, nEp, nVIP, float64(after-before)/float64(nSvc*nEp+nVIP))
 	if f := os.Getenv("MCS_HEAP_PROFILE"); f != "" {
 		out, err := os.Create(f)
 		if err != nil {
@@ -68,4 +74,18 @@ func TestHeapAtScale(t *testing.T) {
 	}
 	runtime.KeepAlive(ix)
 	runtime.KeepAlive(inputs)
+}
+
+// BenchmarkLookup measures a name look-up in a small (ClusterSetIP) set.
+func BenchmarkLookup(b *testing.B) {
+	svc := &Service{Namespace: "demo", Name: "web", Type: ClusterSetIP, IPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+		Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}, {Name: "grpc", Protocol: "tcp", Port: 9090}}}
+	s := Build(svc, nil, Config{Zones: []string{"clusterset.local."}, TTL: 5})
+	for _, prefix := range []string{"", "_grpc._tcp", "nothere"} {
+		b.Run("prefix="+prefix, func(b *testing.B) {
+			for b.Loop() {
+				_ = s.Lookup(0, prefix)
+			}
+		})
+	}
 }
