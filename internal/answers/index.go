@@ -21,14 +21,17 @@ type Index struct {
 
 	services   *xsync.MapOf[string, *Set]
 	namespaces *xsync.MapOf[string, int]
-	// ptr maps a reverse name to the services that own it, sorted by
-	// key; the slices (and their targets) belong to the published Sets
-	// when one service owns the name, so they cost no allocation. PTR
-	// records are built per query.
-	ptr *xsync.MapOf[string, []ptrOwner]
+	// ptr maps a reverse name to its PTR targets: when one service owns
+	// the name, a pointer into that Set's own owners (no allocation
+	// beyond the map entry); when several do, a merged entry (key "")
+	// with their targets by service key, without duplicates. PTR records
+	// are built per query.
+	ptr *xsync.MapOf[string, *ptrOwner]
 
-	// mu serialises writers.
-	mu sync.Mutex
+	// mu serialises writers; multi is writer-only bookkeeping: the
+	// owners of the reverse names that several services own, by key.
+	mu    sync.Mutex
+	multi map[string][]*ptrOwner
 
 	serial atomic.Uint32
 	// counts, for metrics
@@ -42,7 +45,8 @@ func NewIndex(ttl uint32) *Index {
 		ttl:        ttl,
 		services:   xsync.NewMapOf[string, *Set](),
 		namespaces: xsync.NewMapOf[string, int](),
-		ptr:        xsync.NewMapOf[string, []ptrOwner](),
+		ptr:        xsync.NewMapOf[string, *ptrOwner](),
+		multi:      map[string][]*ptrOwner{},
 	}
 	ix.serial.Store(uint32(time.Now().Unix())) // #nosec G115 -- SOA serial from Unix time
 	return ix
@@ -62,8 +66,8 @@ func (ix *Index) HasNamespace(ns string) bool {
 
 // HasPTR reports whether the lower-case reverse name has PTR records.
 func (ix *Index) HasPTR(reverse string) bool {
-	owners, _ := ix.ptr.Load(reverse)
-	return len(owners) > 0
+	o, _ := ix.ptr.Load(reverse)
+	return o != nil
 }
 
 // ptrOne is a single PTR record and the slice that holds it, allocated
@@ -78,34 +82,20 @@ type ptrOne struct {
 // duplicates. The slice and records are fresh (built per call; one
 // allocation for a single record).
 func (ix *Index) PTR(reverse string) []dns.RR {
-	owners, _ := ix.ptr.Load(reverse)
-	if len(owners) == 0 {
+	o, _ := ix.ptr.Load(reverse)
+	if o == nil || len(o.targets) == 0 {
 		return nil
 	}
 	hdr := dns.RR_Header{Name: reverse, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: ix.ttl}
-	if len(owners) == 1 && len(owners[0].targets) == 1 {
-		o := &ptrOne{ptr: dns.PTR{Hdr: hdr, Ptr: owners[0].targets[0]}}
-		o.rrs[0] = &o.ptr
-		return o.rrs[:]
+	if len(o.targets) == 1 {
+		one := &ptrOne{ptr: dns.PTR{Hdr: hdr, Ptr: o.targets[0]}}
+		one.rrs[0] = &one.ptr
+		return one.rrs[:]
 	}
-	n := 0
-	for _, o := range owners {
-		n += len(o.targets)
-	}
-	recs := make([]dns.PTR, 0, n)
-outer:
-	for _, o := range owners {
-		for _, t := range o.targets {
-			for i := range recs {
-				if strings.EqualFold(recs[i].Ptr, t) {
-					continue outer
-				}
-			}
-			recs = append(recs, dns.PTR{Hdr: hdr, Ptr: t})
-		}
-	}
-	rrs := make([]dns.RR, len(recs))
-	for i := range recs {
+	recs := make([]dns.PTR, len(o.targets))
+	rrs := make([]dns.RR, len(o.targets))
+	for i, t := range o.targets {
+		recs[i] = dns.PTR{Hdr: hdr, Ptr: t}
 		rrs[i] = &recs[i]
 	}
 	return rrs
@@ -187,33 +177,55 @@ func (ix *Index) updatePTR(key string, old, set *Set) {
 		}
 	}
 	for i, rev := range revs {
-		ix.replacePTR(rev, key, owners[i:i+1:i+1])
+		ix.replacePTR(rev, key, &owners[i])
 	}
 }
 
 // replacePTR sets the targets of service key at reverse name rev to own
-// (nil or one owner of key), keeping the other services' ones.
-func (ix *Index) replacePTR(rev, key string, own []ptrOwner) {
-	cur, _ := ix.ptr.Load(rev)
-	if len(cur) == 0 || (len(cur) == 1 && cur[0].key == key) {
-		if own == nil {
-			ix.ptr.Delete(rev)
-		} else {
-			ix.ptr.Store(rev, own)
+// (nil: none), keeping the other services' ones.
+func (ix *Index) replacePTR(rev, key string, own *ptrOwner) {
+	list, shared := ix.multi[rev]
+	if !shared {
+		cur, _ := ix.ptr.Load(rev)
+		if cur == nil || cur.key == key {
+			if own == nil {
+				ix.ptr.Delete(rev)
+			} else {
+				ix.ptr.Store(rev, own)
+			}
+			return
 		}
-		return
+		list = []*ptrOwner{cur}
 	}
-	next := make([]ptrOwner, 0, len(cur)+len(own))
-	for _, o := range cur {
+	next := make([]*ptrOwner, 0, len(list)+1)
+	for _, o := range list {
 		if o.key != key {
 			next = append(next, o)
 		}
 	}
-	next = append(next, own...)
-	slices.SortFunc(next, func(a, b ptrOwner) int { return strings.Compare(a.key, b.key) })
-	if len(next) == 0 {
-		ix.ptr.Delete(rev)
-		return
+	if own != nil {
+		next = append(next, own)
 	}
-	ix.ptr.Store(rev, next)
+	slices.SortFunc(next, func(a, b *ptrOwner) int { return strings.Compare(a.key, b.key) })
+	switch len(next) {
+	case 0:
+		delete(ix.multi, rev)
+		ix.ptr.Delete(rev)
+	case 1:
+		delete(ix.multi, rev)
+		ix.ptr.Store(rev, next[0])
+	default:
+		ix.multi[rev] = next
+		merged := &ptrOwner{}
+		seen := map[string]bool{}
+		for _, o := range next {
+			for _, t := range o.targets {
+				if !seen[strings.ToLower(t)] {
+					seen[strings.ToLower(t)] = true
+					merged.targets = append(merged.targets, t)
+				}
+			}
+		}
+		ix.ptr.Store(rev, merged)
+	}
 }

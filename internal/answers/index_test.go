@@ -133,3 +133,44 @@ func BenchmarkIndexUpdate(b *testing.B) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) { benchIndexUpdate(b, n) })
 	}
 }
+
+func TestIndexPTRSharedByThree(t *testing.T) {
+	ix := NewIndex(5)
+	rev := "7.0.96.10.in-addr.arpa."
+	targets := func() []string {
+		var out []string
+		for _, rr := range ix.PTR(rev) {
+			out = append(out, rr.(*dns.PTR).Ptr)
+			assert.Equal(t, rev, rr.Header().Name)
+		}
+		return out
+	}
+	c, a, b := vip("demo", "c", "10.96.0.7"), vip("demo", "a", "10.96.0.7"), vip("demo", "b", "10.96.0.7")
+	ix.Put(c.Key(), c)
+	ix.Put(a.Key(), a)
+	ix.Put(b.Key(), b)
+	assert.Equal(t, []string{"a.demo.svc.clusterset.local.", "b.demo.svc.clusterset.local.", "c.demo.svc.clusterset.local."}, targets(), "by service key")
+	// Replacing one owner keeps the others.
+	b2 := vip("demo", "b", "10.96.0.7")
+	ix.Put(b2.Key(), b2)
+	assert.Equal(t, []string{"a.demo.svc.clusterset.local.", "b.demo.svc.clusterset.local.", "c.demo.svc.clusterset.local."}, targets())
+	ix.Put(a.Key(), nil)
+	assert.Equal(t, []string{"b.demo.svc.clusterset.local.", "c.demo.svc.clusterset.local."}, targets())
+	ix.Put(c.Key(), vip("demo", "c", "10.96.0.8"))
+	assert.Equal(t, []string{"b.demo.svc.clusterset.local."}, targets())
+	assert.True(t, ix.HasPTR(rev))
+	ix.Put(a.Key(), a)
+	assert.Equal(t, []string{"a.demo.svc.clusterset.local.", "b.demo.svc.clusterset.local."}, targets())
+	ix.Put(a.Key(), nil)
+	ix.Put(b.Key(), nil)
+	assert.Nil(t, ix.PTR(rev))
+	assert.False(t, ix.HasPTR(rev))
+	assert.Empty(t, ix.multi)
+	assert.Equal(t, []string{"c.demo.svc.clusterset.local."}, func() []string {
+		var out []string
+		for _, rr := range ix.PTR("8.0.96.10.in-addr.arpa.") {
+			out = append(out, rr.(*dns.PTR).Ptr)
+		}
+		return out
+	}())
+}
