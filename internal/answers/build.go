@@ -409,7 +409,7 @@ func namedPorts(ports []Port) []portGroup {
 		rel := "_" + p.Name + "._" + p.Protocol
 		i := slices.IndexFunc(groups, func(g portGroup) bool { return g.rel == rel })
 		if i < 0 {
-			groups = append(groups, portGroup{rel: rel, proto: "_" + p.Protocol})
+			groups = append(groups, portGroup{rel: rel, proto: rel[len(p.Name)+2:]})
 			i = len(groups) - 1
 		}
 		if !slices.Contains(groups[i].ports, p.Port) {

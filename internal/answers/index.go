@@ -124,6 +124,9 @@ func (ix *Index) Put(key string, set *Set) (old *Set) {
 	defer ix.mu.Unlock()
 	var loaded bool
 	if set != nil {
+		if set.key == key {
+			key = set.key // keep one copy of the string
+		}
 		old, loaded = ix.services.LoadAndStore(key, set)
 	} else {
 		old, loaded = ix.services.LoadAndDelete(key)
