@@ -2,8 +2,6 @@ package importer_test
 
 import (
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,14 +14,6 @@ import (
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 	"github.com/mcs-dns/mcs-dns/test/procs"
 )
-
-func buildImporter(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "mcs-importer")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/mcs-dns/mcs-dns/cmd/mcs-importer").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return bin
-}
 
 // world counts what the importer made in c for namespace ns: imports,
 // derived Services and mirrored slices, and each import's ips.
@@ -46,7 +36,7 @@ func world(t *testing.T, c *cluster.Cluster, ns string) (imports, derived, slice
 // SIGKILL, the other takes over within the lease duration, with no
 // duplicate objects and no VIP change.
 func TestLeaderElection(t *testing.T) {
-	bin := buildImporter(t)
+	bin := procs.ImporterBinary(t)
 	set := cluster.Start(t, cluster.Names("east", "west")...)
 	east, west := set.Clusters[0], set.Clusters[1]
 	mkNamespace(t, "shop", east, west)
@@ -95,7 +85,7 @@ func TestLeaderElection(t *testing.T) {
 // SIGKILL in the middle of reconciling many exports, then a restart:
 // everything converges, once.
 func TestKilledMidReconcile(t *testing.T) {
-	bin := buildImporter(t)
+	bin := procs.ImporterBinary(t)
 	set := cluster.Start(t, cluster.Names("east", "west")...)
 	east, west := set.Clusters[0], set.Clusters[1]
 	mkNamespace(t, "bulk", east, west)

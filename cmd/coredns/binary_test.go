@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -25,25 +23,12 @@ import (
 	"github.com/mcs-dns/mcs-dns/test/procs"
 )
 
-// buildCoreDNS builds this command into a temporary folder (or takes
-// $MCS_DNS_BIN_DIR/coredns when set, e.g. bin/ after make build).
-func buildCoreDNS(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("MCS_DNS_BIN_DIR"); dir != "" {
-		return filepath.Join(dir, "coredns")
-	}
-	bin := filepath.Join(t.TempDir(), "coredns")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
-}
-
 // TestBinaryListsMCS: the plugin is registered as dns.mcs (server type
 // dns). CoreDNS 1.15's `coredns -plugins` prints names without the "dns."
 // prefix (caddy.DescribePlugins drops it), so the binary lists "mcs".
 func TestBinaryListsMCS(t *testing.T) {
 	require.Contains(t, caddy.ListPlugins()["others"], "dns.mcs")
-	bin := buildCoreDNS(t)
+	bin := procs.CoreDNSBinary(t)
 	out, err := exec.Command(bin, "-plugins").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	lines := strings.Fields(string(out))
@@ -55,7 +40,7 @@ func TestBinaryListsMCS(t *testing.T) {
 // that serves cluster.local (the in-tree kubernetes plugin) and
 // clusterset.local (mcs), and checks that both answer, PTR included.
 func TestBinaryKubernetesAndMCS(t *testing.T) {
-	bin := buildCoreDNS(t)
+	bin := procs.CoreDNSBinary(t)
 	set := cluster.Start(t, cluster.Spec{Name: "east", ClusterID: "east"})
 	c := set.Clusters[0]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

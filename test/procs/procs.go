@@ -23,14 +23,8 @@ import (
 	"github.com/miekg/dns"
 )
 
-// binDir is where Build puts the binaries; hack/reap.sh matches this name.
+// binDirName is where the binaries are built; hack/reap.sh matches this name.
 const binDirName = "mcs-dns-test-bin"
-
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
 
 // Binaries holds the paths of our built binaries.
 type Binaries struct {
@@ -38,23 +32,53 @@ type Binaries struct {
 	Importer string
 }
 
-// Build compiles cmd/coredns and cmd/mcs-importer once per test process.
-// Set MCS_DNS_BIN_DIR to use prebuilt binaries (e.g. bin/) instead.
+// Build compiles cmd/coredns and cmd/mcs-importer (each once per test
+// process). Set MCS_DNS_BIN_DIR to use prebuilt binaries (e.g. bin/) instead.
 func Build(t testing.TB) Binaries {
 	t.Helper()
-	if dir := os.Getenv("MCS_DNS_BIN_DIR"); dir != "" {
-		return Binaries{CoreDNS: filepath.Join(dir, "coredns"), Importer: filepath.Join(dir, "mcs-importer")}
-	}
-	buildOnce.Do(func() {
-		buildDir, buildErr = build()
-	})
-	if buildErr != nil {
-		t.Fatalf("building binaries: %v", buildErr)
-	}
-	return Binaries{CoreDNS: filepath.Join(buildDir, "coredns"), Importer: filepath.Join(buildDir, "mcs-importer")}
+	return Binaries{CoreDNS: CoreDNSBinary(t), Importer: ImporterBinary(t)}
 }
 
-func build() (string, error) {
+// CoreDNSBinary returns our CoreDNS binary, building it once per test process.
+func CoreDNSBinary(t testing.TB) string { t.Helper(); return binary(t, "coredns", "./cmd/coredns") }
+
+// ImporterBinary returns the mcs-importer binary, building it once per test process.
+func ImporterBinary(t testing.TB) string {
+	t.Helper()
+	return binary(t, "mcs-importer", "./cmd/mcs-importer")
+}
+
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var (
+	buildsMu sync.Mutex
+	builds   = map[string]*built{}
+)
+
+func binary(t testing.TB, name, pkg string) string {
+	t.Helper()
+	if dir := os.Getenv("MCS_DNS_BIN_DIR"); dir != "" {
+		return filepath.Join(dir, name)
+	}
+	buildsMu.Lock()
+	b, ok := builds[name]
+	if !ok {
+		b = &built{}
+		builds[name] = b
+	}
+	buildsMu.Unlock()
+	b.once.Do(func() { b.path, b.err = build(name, pkg) })
+	if b.err != nil {
+		t.Fatalf("building %s: %v", name, b.err)
+	}
+	return b.path
+}
+
+func build(name, pkg string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
@@ -67,20 +91,13 @@ func build() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	for _, b := range []struct{ out, pkg string }{
-		{"coredns", "./cmd/coredns"},
-		{"mcs-importer", "./cmd/mcs-importer"},
-	} {
-		if _, err := os.Stat(filepath.Join(root, b.pkg)); err != nil {
-			continue // not written yet; tests that need it fail on exec
-		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
-		}
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
 	}
-	return dir, nil
+	return out, nil
 }
 
 func repoRoot() (string, error) {
