@@ -78,17 +78,34 @@ func binary(t testing.TB, name, pkg string) string {
 	return b.path
 }
 
+var (
+	dirOnce sync.Once
+	dirPath string
+	dirErr  error
+)
+
+// sharedDir is the one folder all binaries of this test process go to, so
+// that callers (the demo's -bin) can find them side by side.
+func sharedDir() (string, error) {
+	dirOnce.Do(func() {
+		tmp, err := os.MkdirTemp("", "mcs-dns-")
+		if err != nil {
+			dirErr = err
+			return
+		}
+		dirPath = filepath.Join(tmp, binDirName)
+		dirErr = os.MkdirAll(dirPath, 0o755)
+	})
+	return dirPath, dirErr
+}
+
 func build(name, pkg string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	tmp, err := os.MkdirTemp("", "mcs-dns-")
+	dir, err := sharedDir()
 	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(tmp, binDirName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	out := filepath.Join(dir, name)
