@@ -26,6 +26,9 @@ type Node struct {
 	// per-endpoint nodes, most of them, never do); nodes without any
 	// share one empty SRVSet, so that n.SRV and n.Extra read as nil.
 	*SRVSet
+	// packed are the node's replies in wire format, packed on first use
+	// (see Packed).
+	packed atomicPacked
 }
 
 // SRVSet is the SRV RRset of a node.

@@ -7,6 +7,7 @@ import (
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 
+	"github.com/mcs-dns/mcs-dns/internal/answers"
 	"github.com/mcs-dns/mcs-dns/internal/dnsname"
 )
 
@@ -21,6 +22,8 @@ type result struct {
 	fresh bool
 	// soa answers with the zone's SOA (it depends on the serial).
 	soa bool
+	// node holds answer (service names), for the packed fast path.
+	node *answers.Node
 }
 
 var (
@@ -56,6 +59,16 @@ func (p *MCS) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 			// Do not let caches remember a negative answer that only
 			// says we have not read the API yet.
 			return dns.RcodeServerFailure, nil
+		}
+	}
+	switch {
+	case res.node != nil && len(res.answer) > 0:
+		if writePacked(w, r, &q, qname, res.node) {
+			return dns.RcodeSuccess, nil
+		}
+	case !res.soa && len(res.answer) == 0:
+		if writeNegative(w, r, &q, qname, z, res.rcode, p.index.Serial()) {
+			return dns.RcodeSuccess, nil
 		}
 	}
 	p.write(w, r, z, &res)
@@ -109,7 +122,7 @@ func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
 			return nxdomain
 		}
 		answer, extra := node.Records(qtype)
-		return result{answer: answer, extra: extra}
+		return result{answer: answer, extra: extra, node: node}
 	}
 	return nxdomain
 }

@@ -45,6 +45,9 @@ type zone struct {
 	soa    atomic.Pointer[dns.SOA]
 	// addrs holds the A/AAAA records of nsName.
 	addrs atomic.Pointer[nsAddrs]
+	// soaTail is the SOA record packed for negative replies written as
+	// bytes; nil when it could not be packed (they take the dns.Msg path).
+	soaTail *soaTail
 }
 
 type nsAddrs struct{ a, aaaa, all []dns.RR }
@@ -74,6 +77,9 @@ func newMCS(cfg *config, restCfg *rest.Config) *MCS {
 		}
 		z.ns = []dns.RR{&dns.NS{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: cfg.ttl}, Ns: z.nsName}}
 		z.addrs.Store(&nsAddrs{})
+		if tail, err := newSOATail(z); err == nil {
+			z.soaTail = tail
+		}
 		p.zones = append(p.zones, z)
 		p.zoneNames = append(p.zoneNames, name)
 	}

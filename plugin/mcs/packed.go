@@ -1,0 +1,296 @@
+package mcs
+
+import (
+	"encoding/binary"
+	"sync"
+
+	"github.com/coredns/coredns/plugin/metrics"
+	"github.com/coredns/coredns/request"
+	"github.com/miekg/dns"
+
+	"github.com/mcs-dns/mcs-dns/internal/answers"
+)
+
+// The packed fast path writes a positive answer as bytes: the node's
+// reply template (answers.Packed), packed once, copied and patched with
+// the query's ID, flags, question-name case and OPT record. It replaces
+// building a dns.Msg, fitting it (one compression pass), CoreDNS's scrub
+// (another) and Pack (a third) on every query, which profiles showed to
+// be most of the cost of large answers.
+//
+// The reply is the one the dns.Msg path sends, byte for byte up to name
+// compression and the case of the owner names (they echo the question's
+// case). Anything the template does not cover takes the dns.Msg path:
+// a writer wrapped by a plugin that needs the *dns.Msg (cache, log,
+// dnstap, rewrite, ...), EDNS0 options in the query, an opcode other than
+// QUERY, a class other than IN, a name with escapes, and replies that do
+// not fit the client's buffer (the dns.Msg path truncates them).
+
+// rawWriter reports whether a reply written with Write reaches the client
+// unchanged and fully accounted for: the server's own ScrubWriter (it only
+// fits messages given to WriteMsg; our templates fit already), possibly
+// wrapped by the prometheus plugin's recorder, which counts the length of
+// written bytes and reads an unset rcode as NOERROR, what every packed
+// reply is.
+func rawWriter(w dns.ResponseWriter) bool {
+	for range 4 {
+		switch t := w.(type) {
+		case *request.ScrubWriter:
+			return true
+		case *metrics.Recorder:
+			if t.Recorder == nil {
+				return false
+			}
+			w = t.Recorder.ResponseWriter
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// putOPT writes the reply's OPT record for the query's opt into o, as
+// request.SizeAndDo makes it: the client's UDP size echoed, extended rcode
+// and version 0, the DO bit (and the other bits of its octet) echoed.
+func putOPT(o []byte, opt *dns.OPT) {
+	o[0] = 0 // root
+	binary.BigEndian.PutUint16(o[1:], dns.TypeOPT)
+	binary.BigEndian.PutUint16(o[3:], opt.Hdr.Class)
+	binary.BigEndian.PutUint32(o[5:], opt.Hdr.Ttl&0xff00)
+	binary.BigEndian.PutUint16(o[9:], 0) // RDLENGTH
+}
+
+// setRcode tells the prometheus plugin's recorder the rcode of a reply
+// written as bytes (it reads only messages given to WriteMsg).
+func setRcode(w dns.ResponseWriter, rcode int) {
+	for range 4 {
+		t, ok := w.(*metrics.Recorder)
+		if !ok || t.Recorder == nil {
+			return
+		}
+		t.Rcode = rcode
+		w = t.Recorder.ResponseWriter
+	}
+}
+
+// optLen is the size of the OPT record a reply gets: root name, type,
+// class, TTL, RDLENGTH 0.
+const optLen = 11
+
+var replyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// writePacked sends the packed reply of node as the reply to r (whose
+// single question is q, with lower-case name qname) and reports whether
+// it did; when it did not, nothing was written.
+func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, node *answers.Node) bool {
+	if q.Qclass != dns.ClassINET || r.Opcode != dns.OpcodeQuery || len(q.Name) != len(qname) || !rawWriter(w) {
+		return false
+	}
+	pk := node.Packed(qname, q.Qtype)
+	if pk == nil || pk.Name != qname {
+		return false
+	}
+	var opt *dns.OPT
+	if len(r.Extra) > 0 {
+		opt = r.IsEdns0()
+		if opt != nil && (len(opt.Option) > 0 || opt.Version() != 0) {
+			return false
+		}
+	}
+	state := request.Request{W: w, Req: r}
+	size := state.Size()
+	extra := 0
+	if opt != nil {
+		extra = optLen
+	}
+	tmpl := pk.Full
+	if len(tmpl)+extra > size {
+		tmpl = pk.Short
+		if tmpl == nil || len(tmpl)+extra > size {
+			return false
+		}
+	}
+	n := len(tmpl) + extra
+	bp := replyBufs.Get().(*[]byte)
+	if cap(*bp) < n {
+		*bp = make([]byte, 0, n)
+	}
+	buf := (*bp)[:n]
+	copy(buf, tmpl)
+	if !patch(buf, r, q.Name) {
+		replyBufs.Put(bp)
+		return false
+	}
+	if opt != nil {
+		putOPT(buf[len(tmpl):], opt)
+		binary.BigEndian.PutUint16(buf[10:], binary.BigEndian.Uint16(buf[10:])+1) // ARCOUNT
+	}
+	_, err := w.Write(buf)
+	replyBufs.Put(bp)
+	return err == nil
+}
+
+// patch writes the query's ID, RD and CD bits and question name (its
+// case) over a copied template. name is the query's name, the template's
+// name up to case and without escapes (same length): its labels are
+// copied into the template's label octets.
+func patch(buf []byte, r *dns.Msg, name string) bool {
+	binary.BigEndian.PutUint16(buf[0:], r.Id)
+	flags := buf[2] &^ 0x01
+	if r.RecursionDesired {
+		flags |= 0x01
+	}
+	buf[2] = flags
+	flags = buf[3] &^ 0x10
+	if r.CheckingDisabled {
+		flags |= 0x10
+	}
+	buf[3] = flags
+	pos, i := 12, 0
+	for pos < len(buf) {
+		l := int(buf[pos])
+		if l == 0 {
+			return i == len(name)
+		}
+		if l > 63 || pos+1+l > len(buf) || i+l >= len(name) || name[i+l] != '.' {
+			return false
+		}
+		copy(buf[pos+1:pos+1+l], name[i:i+l])
+		pos += 1 + l
+		i += l + 1
+	}
+	return false
+}
+
+// soaTail is the zone's SOA record after its owner name, packed without
+// compression (type, class, TTL, RDLENGTH, MNAME, RNAME, serial,
+// refresh, retry, expire, minimum), for negative replies; the serial is
+// written per reply at serialAt.
+type soaTail struct {
+	b        []byte
+	serialAt int
+}
+
+func newSOATail(z *zone) (*soaTail, error) {
+	soa := z.soaRR(0)
+	b := make([]byte, 10, 10+len(soa.Ns)+len(soa.Mbox)+2+20)
+	binary.BigEndian.PutUint16(b[0:], dns.TypeSOA)
+	binary.BigEndian.PutUint16(b[2:], dns.ClassINET)
+	binary.BigEndian.PutUint32(b[4:], soa.Hdr.Ttl)
+	for _, name := range []string{soa.Ns, soa.Mbox} {
+		buf := make([]byte, 256)
+		n, err := dns.PackDomainName(name, buf, 0, nil, false)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, buf[:n]...)
+	}
+	at := len(b)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, soa.Refresh)
+	b = binary.BigEndian.AppendUint32(b, soa.Retry)
+	b = binary.BigEndian.AppendUint32(b, soa.Expire)
+	b = binary.BigEndian.AppendUint32(b, soa.Minttl)
+	binary.BigEndian.PutUint16(b[8:], uint16(len(b)-10)) // #nosec G115 -- at most 2*255+20
+	return &soaTail{b: b, serialAt: at}, nil
+}
+
+// writeNegative sends a negative reply (rcode NXDOMAIN, or NOERROR for
+// NODATA) to r with the zone's SOA in the authority section (RFC 2308),
+// built as bytes: the question is the query's, and the SOA's owner is a
+// pointer to the zone's labels inside it. It reports whether it did.
+func writeNegative(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, z *zone, rcode int, serial uint32) bool {
+	tail := z.soaTail
+	if tail == nil || q.Qclass != dns.ClassINET || r.Opcode != dns.OpcodeQuery ||
+		len(q.Name) != len(qname) || len(qname) < len(z.name) || len(qname) > 254 || !rawWriter(w) {
+		return false
+	}
+	var opt *dns.OPT
+	if len(r.Extra) > 0 {
+		opt = r.IsEdns0()
+		if opt != nil && (len(opt.Option) > 0 || opt.Version() != 0) {
+			return false
+		}
+	}
+	for i := 0; i < len(q.Name); i++ {
+		if q.Name[i] == '\\' {
+			return false
+		}
+	}
+	qlen := len(q.Name) + 1 // wire length of an escape-free FQDN
+	if q.Name == "." {
+		qlen = 1
+	}
+	n := 12 + qlen + 4 + 2 + len(tail.b)
+	if z.name == "." {
+		n-- // the root owner is one octet, not a two-octet pointer
+	}
+	if opt != nil {
+		n += optLen
+	}
+	if n > 512 { // cannot happen for a name of at most 255 octets; be safe
+		return false
+	}
+	bp := replyBufs.Get().(*[]byte)
+	if cap(*bp) < n {
+		*bp = make([]byte, 0, n)
+	}
+	buf := (*bp)[:n]
+	defer replyBufs.Put(bp)
+	clear(buf[:12])
+	binary.BigEndian.PutUint16(buf[0:], r.Id)
+	buf[2] = 0x80 | 0x04 // QR, AA
+	if r.RecursionDesired {
+		buf[2] |= 0x01
+	}
+	buf[3] = byte(rcode & 0x0f)
+	if r.CheckingDisabled {
+		buf[3] |= 0x10
+	}
+	binary.BigEndian.PutUint16(buf[4:], 1) // QDCOUNT
+	binary.BigEndian.PutUint16(buf[8:], 1) // NSCOUNT
+	pos := 12
+	// The question name, label by label, as asked.
+	if q.Name != "." {
+		start := 0
+		for i := 0; i < len(q.Name); i++ {
+			if q.Name[i] != '.' {
+				continue
+			}
+			l := i - start
+			if l == 0 || l > 63 {
+				return false
+			}
+			buf[pos] = byte(l)
+			copy(buf[pos+1:], q.Name[start:i])
+			pos += 1 + l
+			start = i + 1
+		}
+		if start != len(q.Name) {
+			return false // not fully qualified
+		}
+	}
+	buf[pos] = 0
+	pos++
+	binary.BigEndian.PutUint16(buf[pos:], q.Qtype)
+	binary.BigEndian.PutUint16(buf[pos+2:], dns.ClassINET)
+	pos += 4
+	if z.name == "." {
+		buf[pos] = 0
+		pos++
+	} else {
+		zoneAt := 12 + len(qname) - len(z.name)
+		binary.BigEndian.PutUint16(buf[pos:], 0xc000|uint16(zoneAt)) // #nosec G115 -- < 12+255
+		pos += 2
+	}
+	copy(buf[pos:], tail.b)
+	binary.BigEndian.PutUint32(buf[pos+tail.serialAt:], serial)
+	pos += len(tail.b)
+	if opt != nil {
+		putOPT(buf[pos:], opt)
+		binary.BigEndian.PutUint16(buf[10:], 1) // ARCOUNT
+	}
+	setRcode(w, rcode)
+	_, err := w.Write(buf)
+	return err == nil
+}

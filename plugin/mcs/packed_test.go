@@ -1,0 +1,266 @@
+package mcs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/coredns/coredns/plugin/metrics"
+	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/coredns/coredns/request"
+	"github.com/miekg/dns"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// wire is the server's own writer as far as the plugin can tell: it
+// keeps what was written, as bytes (Write) or as a message (WriteMsg).
+type wire struct {
+	test.ResponseWriter
+	raw []byte
+	msg *dns.Msg
+}
+
+func (w *wire) Write(b []byte) (int, error) { w.raw = append([]byte(nil), b...); return len(b), nil }
+func (w *wire) WriteMsg(m *dns.Msg) error   { w.msg = m; return nil }
+
+// reply returns what the client would get: the bytes written, or the
+// message packed, and whether the packed fast path wrote it.
+func (w *wire) reply(t *testing.T) (*dns.Msg, int, bool) {
+	t.Helper()
+	if w.raw != nil {
+		require.Nil(t, w.msg, "written twice")
+		m := new(dns.Msg)
+		require.NoError(t, m.Unpack(w.raw), "the packed reply must parse")
+		return m, len(w.raw), true
+	}
+	require.NotNil(t, w.msg, "nothing written")
+	b, err := w.msg.Pack()
+	require.NoError(t, err)
+	return w.msg, len(b), false
+}
+
+// serve sends r through the server's ScrubWriter (wrapped as the given
+// plugins before ours would) and returns the reply.
+func serve(t *testing.T, p *MCS, r *dns.Msg, tcp bool, wrap func(dns.ResponseWriter) dns.ResponseWriter) (*dns.Msg, int, bool) {
+	t.Helper()
+	inner := &wire{}
+	inner.TCP = tcp
+	var w dns.ResponseWriter = request.NewScrubWriter(r, inner)
+	if wrap != nil {
+		w = wrap(w)
+	}
+	_, err := p.ServeDNS(context.Background(), w, r)
+	require.NoError(t, err)
+	return inner.reply(t)
+}
+
+func asWritten(rr []dns.RR) []string {
+	out := make([]string, len(rr))
+	for i, r := range rr {
+		out[i] = strings.ToLower(r.String())
+	}
+	return out
+}
+
+// TestPackedMatchesMsgPath: for every name of the fixture, every type
+// and every kind of query (case, EDNS0 size, DO, RD, CD, UDP and TCP,
+// the prometheus recorder in front), the packed fast path sends what the
+// dns.Msg path sends, and it is the one that sends it when it can.
+func TestPackedMatchesMsgPath(t *testing.T) {
+	p := newTestMCS(t)
+	var names []string
+	for _, f := range fixture() {
+		set := p.index.Service(f.svc.Key())
+		if set == nil {
+			continue
+		}
+		for _, rel := range set.Names(0) {
+			name := f.svc.Name + "." + f.svc.Namespace + ".svc.clusterset.local."
+			if rel != "" {
+				name = rel + "." + name
+			}
+			names = append(names, name)
+		}
+	}
+	require.Greater(t, len(names), 20)
+	// Negative answers: NXDOMAIN, and NODATA for names that exist.
+	names = append(names, "nothere.demo.svc.clusterset.local.", "x.y.nothere.demo.svc.clusterset.local.",
+		"demo.svc.clusterset.local.", "clusterset.local.", "dns-version.clusterset.local.",
+		"9.9.9.9.in-addr.arpa.", "10.0.96.10.in-addr.arpa.", "nope.clusterset.local.")
+
+	type variant struct {
+		name           string
+		tcp, rd, cd    bool
+		ednsSize       uint16 // 0: no OPT
+		do, upper      bool
+		metricsWrapped bool
+	}
+	variants := []variant{
+		{name: "plain"},
+		{name: "rd-cd-upper", rd: true, cd: true, upper: true},
+		{name: "edns1232-do", ednsSize: 1232, do: true},
+		{name: "edns4096-metrics", ednsSize: 4096, metricsWrapped: true},
+		{name: "edns512", ednsSize: 512},
+		{name: "tcp", tcp: true},
+		{name: "tcp-edns-upper", tcp: true, ednsSize: 1232, upper: true},
+	}
+	fast := 0
+	for _, name := range names {
+		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeTXT} {
+			for _, v := range variants {
+				t.Run(fmt.Sprintf("%s/%s/%s", name, dns.TypeToString[qtype], v.name), func(t *testing.T) {
+					qname := name
+					if v.upper {
+						qname = mixCase(name)
+					}
+					mk := func() *dns.Msg {
+						r := new(dns.Msg)
+						r.SetQuestion(qname, qtype)
+						r.Id = 0xbeef
+						r.RecursionDesired = v.rd
+						r.CheckingDisabled = v.cd
+						if v.ednsSize > 0 {
+							r.SetEdns0(v.ednsSize, v.do)
+						}
+						return r
+					}
+					var wrap func(dns.ResponseWriter) dns.ResponseWriter
+					if v.metricsWrapped {
+						wrap = func(w dns.ResponseWriter) dns.ResponseWriter { return metrics.NewRecorder(w) }
+					}
+					got, size, wasFast := serve(t, p, mk(), v.tcp, wrap)
+					// The dns.Msg path, forced by a writer that needs the message.
+					want, _, slow := serve(t, p, mk(), v.tcp, func(w dns.ResponseWriter) dns.ResponseWriter { return dnstest.NewRecorder(w) })
+					require.False(t, slow)
+
+					limit := 512
+					if v.tcp {
+						limit = dns.MaxMsgSize
+					} else if v.ednsSize > 512 {
+						limit = int(v.ednsSize)
+					}
+					assert.LessOrEqual(t, size, limit)
+					if wasFast {
+						fast++
+						assert.False(t, got.Truncated, "the fast path never truncates")
+						if want.Truncated {
+							// The dns.Msg path compresses names only against
+							// names of the same case: with a mixed-case
+							// question it may not fit what the template fits.
+							require.True(t, v.upper, "only case changes what fits")
+							assert.Greater(t, len(got.Answer), len(want.Answer))
+							assert.Equal(t, asWritten(want.Answer), asWritten(got.Answer[:len(want.Answer)]))
+							return
+						}
+					}
+					assert.Equal(t, want.MsgHdr, got.MsgHdr)
+					assert.Equal(t, want.Question, got.Question, "question echoed as asked")
+					assert.Equal(t, asWritten(want.Answer), asWritten(got.Answer))
+					assert.Equal(t, asWritten(want.Ns), asWritten(got.Ns))
+					assert.Equal(t, asWritten(want.Extra), asWritten(got.Extra))
+				})
+			}
+		}
+	}
+	assert.Greater(t, fast, len(names), "the fast path answered most positive queries")
+}
+
+// TestNegativeRcodeCounted: the prometheus recorder sees the rcode of a
+// negative reply written as bytes.
+func TestNegativeRcodeCounted(t *testing.T) {
+	p := newTestMCS(t)
+	r := new(dns.Msg)
+	r.SetQuestion("nothere.demo.svc.clusterset.local.", dns.TypeA)
+	var rec *metrics.Recorder
+	got, _, fast := serve(t, p, r, false, func(w dns.ResponseWriter) dns.ResponseWriter {
+		rec = metrics.NewRecorder(w)
+		return rec
+	})
+	require.True(t, fast)
+	assert.Equal(t, dns.RcodeNameError, got.Rcode)
+	assert.Equal(t, dns.RcodeNameError, rec.Rcode)
+	assert.Positive(t, rec.Len)
+}
+
+func mixCase(s string) string {
+	b := []byte(s)
+	for i := range b {
+		if i%2 == 0 && b[i] >= 'a' && b[i] <= 'z' {
+			b[i] -= 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// TestPackedFallsBack: what the template cannot express goes the dns.Msg
+// way.
+func TestPackedFallsBack(t *testing.T) {
+	p := newTestMCS(t)
+	const name = "db.demo.svc.clusterset.local."
+	r := new(dns.Msg)
+	r.SetQuestion(name, dns.TypeA)
+	_, _, fast := serve(t, p, r, false, nil)
+	require.True(t, fast, "baseline")
+
+	r = new(dns.Msg)
+	r.SetQuestion(name, dns.TypeA)
+	o := r.SetEdns0(1232, false).IsEdns0()
+	o.Option = append(o.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID})
+	_, _, fast = serve(t, p, r, false, nil)
+	assert.False(t, fast, "EDNS0 options")
+
+	r = new(dns.Msg)
+	r.SetQuestion(name, dns.TypeA)
+	r.Question[0].Qclass = dns.ClassANY
+	_, _, fast = serve(t, p, r, false, nil)
+	assert.False(t, fast, "class ANY")
+
+	r = new(dns.Msg)
+	r.SetQuestion(`\100b.demo.svc.clusterset.local.`, dns.TypeA) // "db" with an escape
+	_, _, _ = serve(t, p, r, false, nil)                         // must not panic; either path is fine
+
+	// 500 A records: neither template fits 512 octets; the dns.Msg path truncates.
+	r = new(dns.Msg)
+	r.SetQuestion("big.demo.svc.clusterset.local.", dns.TypeA)
+	got, _, fast := serve(t, p, r, false, nil)
+	assert.False(t, fast)
+	assert.True(t, got.Truncated)
+}
+
+// TestPackedShortTemplate: when the additional section does not fit, the
+// answer-only template goes out, without TC.
+func TestPackedShortTemplate(t *testing.T) {
+	p := newTestMCS(t)
+	const name = "_http._tcp.long.demo.svc.clusterset.local."
+	r := new(dns.Msg)
+	r.SetQuestion(name, dns.TypeSRV)
+	got, size, fast := serve(t, p, r, false, nil)
+	require.True(t, fast)
+	assert.False(t, got.Truncated)
+	assert.Len(t, got.Answer, 4)
+	assert.Empty(t, got.Extra)
+	assert.LessOrEqual(t, size, 512)
+
+	r.SetEdns0(4096, true)
+	got, _, fast = serve(t, p, r, false, nil)
+	require.True(t, fast)
+	assert.Len(t, got.Extra, 5, "4 addresses and OPT")
+	require.NotNil(t, got.IsEdns0())
+	assert.True(t, got.IsEdns0().Do())
+	assert.Equal(t, uint16(4096), got.IsEdns0().UDPSize())
+}
+
+func TestPatchRejectsMismatch(t *testing.T) {
+	pk, err := (&dns.Msg{Question: []dns.Question{{Name: "a.bc.", Qtype: dns.TypeA, Qclass: dns.ClassINET}}}).Pack()
+	require.NoError(t, err)
+	r := new(dns.Msg)
+	for _, name := range []string{"ab.c.", "a.bc", "A.BC.x", "abcd."} {
+		buf := append([]byte(nil), pk...)
+		assert.False(t, patch(buf, r, name), name)
+	}
+	buf := append([]byte(nil), pk...)
+	assert.True(t, patch(buf, r, "A.Bc."))
+}
