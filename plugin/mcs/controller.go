@@ -5,12 +5,16 @@ import (
 	"errors"
 	"hash/maphash"
 	"io"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -56,6 +60,13 @@ type controller struct {
 
 	reach reachability
 
+	// initial collects the services that events touch before the
+	// informers have synced, with the arrival of their first event: each
+	// is built once, after the initial lists, instead of once per object
+	// of the lists. nil once the controller is live.
+	initialMu sync.Mutex
+	initial   map[string]time.Time
+
 	// absentLogged remembers the imports whose endpointSliceObjects:
 	// Absent has been logged.
 	absentLogged sync.Map
@@ -75,7 +86,8 @@ type source struct {
 func newController(restCfg *rest.Config, namespaces []string, ix *answers.Index, acfg answers.Config) *controller {
 	cfg := rest.CopyConfig(restCfg)
 	cfg.UserAgent = "coredns-mcs"
-	c := &controller{rest: cfg, namespaces: namespaces, index: ix, acfg: acfg, seed: maphash.MakeSeed()}
+	c := &controller{rest: cfg, namespaces: namespaces, index: ix, acfg: acfg, seed: maphash.MakeSeed(),
+		initial: map[string]time.Time{}}
 	cfg.Wrap(c.reach.wrap)
 	return c
 }
@@ -110,7 +122,12 @@ func (c *controller) stop() {
 
 func (c *controller) run(ctx context.Context) {
 	defer close(c.done)
-	kube, err := kubernetes.NewForConfig(c.rest)
+	// EndpointSlices in protobuf: a fraction of the CPU and garbage of
+	// JSON to decode, which matters most for the initial list.
+	kcfg := rest.CopyConfig(c.rest)
+	kcfg.ContentType = kruntime.ContentTypeProtobuf
+	kcfg.AcceptContentTypes = kruntime.ContentTypeProtobuf + "," + kruntime.ContentTypeJSON
+	kube, err := kubernetes.NewForConfig(kcfg)
 	if err != nil {
 		log.Errorf("kubernetes client: %v", err)
 		return
@@ -167,8 +184,14 @@ func (c *controller) run(ctx context.Context) {
 	// Handlers run synchronously, so a synced registration means its
 	// initial objects are answered.
 	if cache.WaitForCacheSync(ctx.Done(), synced...) {
+		n := c.buildInitial(ctx)
 		c.synced.Store(true)
-		log.Infof("synced: serving %s %s and EndpointSlices", gvr.Resource, gvr.GroupVersion())
+		log.Infof("synced: serving %d services from %s %s and EndpointSlices", n, gvr.Resource, gvr.GroupVersion())
+		// Decoding the initial lists left garbage several times the size
+		// of what is kept; give it back to the OS now rather than keep it
+		// until the scavenger gets to it (queries allocate nothing, so
+		// the heap stays near its live size afterwards).
+		debug.FreeOSMemory()
 	}
 	<-ctx.Done()
 	wg.Wait()
@@ -296,9 +319,55 @@ func (c *controller) lock(key string) *sync.Mutex {
 	return &c.locks[maphash.String(c.seed, key)%uint64(len(c.locks))]
 }
 
-// sync rebuilds and publishes the answers of one service from the
-// informer stores. Its cost grows with that service's size only.
+// buildInitial builds every service the initial lists touched, once,
+// and makes the controller live: from then on events build their
+// service themselves. It returns the number of services built.
+func (c *controller) buildInitial(ctx context.Context) int {
+	c.initialMu.Lock()
+	pending := c.initial
+	c.initial = nil
+	c.initialMu.Unlock()
+
+	keys := make(chan string)
+	var wg sync.WaitGroup
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for k := range keys {
+				ns, name, _ := strings.Cut(k, "/")
+				c.build(ns, name, pending[k])
+			}
+		})
+	}
+	for k := range pending {
+		if ctx.Err() != nil {
+			break
+		}
+		keys <- k
+	}
+	close(keys)
+	wg.Wait()
+	return len(pending)
+}
+
+// sync rebuilds and publishes the answers of one service, or, before the
+// informers have synced, notes it for buildInitial.
 func (c *controller) sync(ns, name string, arrived time.Time) {
+	c.initialMu.Lock()
+	if c.initial != nil {
+		k := ns + "/" + name
+		if _, seen := c.initial[k]; !seen {
+			c.initial[k] = arrived
+		}
+		c.initialMu.Unlock()
+		return
+	}
+	c.initialMu.Unlock()
+	c.build(ns, name, arrived)
+}
+
+// build rebuilds and publishes the answers of one service from the
+// informer stores. Its cost grows with that service's size only.
+func (c *controller) build(ns, name string, arrived time.Time) {
 	src := c.sources[ns]
 	if src == nil {
 		src = c.sources[metav1.NamespaceAll]

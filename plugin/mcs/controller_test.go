@@ -1,6 +1,7 @@
 package mcs
 
 import (
+	"context"
 	"bytes"
 	stdlog "log"
 	"strings"
@@ -63,10 +64,22 @@ func TestControllerSync(t *testing.T) {
 	p := newMCS(&config{zones: []string{"clusterset.local."}, ttl: 5}, nil)
 	c := newController(&rest.Config{}, nil, p.index, answers.Config{Zones: []string{"clusterset.local."}, TTL: 5})
 	p.ctl = c
-	c.synced.Store(true)
 	src := storeOnly()
 	c.sources = map[string]*source{metav1.NamespaceAll: src}
 	imports, slices := src.imports.GetIndexer(), src.slices.GetIndexer()
+
+	// Before the informers have synced, events only note their service;
+	// it is built once, when the initial lists are in.
+	require.NoError(t, imports.Add(importObj(t, "demo", "early", map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.9"}}, nil)))
+	c.sync("demo", "early", time.Now())
+	c.sync("demo", "early", time.Now())
+	assert.Nil(t, p.index.Service("early.demo"), "not built before sync")
+	assert.Equal(t, 1, c.buildInitial(context.Background()))
+	assert.NotNil(t, p.index.Service("early.demo"), "built once the lists are in")
+	c.synced.Store(true)
+	require.NoError(t, imports.Delete(importObj(t, "demo", "early", map[string]any{"type": "ClusterSetIP"}, nil)))
+	c.sync("demo", "early", time.Now())
+	assert.Nil(t, p.index.Service("early.demo"), "live: events build their service")
 	logs := captureLog(t)
 
 	// A headless import and its slice: answers appear.
@@ -129,6 +142,7 @@ func TestHandlerKeys(t *testing.T) {
 	c := newController(&rest.Config{}, nil, p.index, answers.Config{Zones: []string{"clusterset.local."}, TTL: 5})
 	src := storeOnly()
 	c.sources = map[string]*source{metav1.NamespaceAll: src}
+	c.buildInitial(context.Background()) // live
 	imp := importObj(t, "demo", "web", map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.1"}}, nil)
 	require.NoError(t, src.imports.GetIndexer().Add(imp))
 	h := c.handler(true)
