@@ -17,44 +17,78 @@ type Config struct {
 	TTL uint32
 }
 
-// Node is one owner name of a service and its records, precomputed. A
-// Node without records is an empty non-terminal: the name exists (NOERROR,
-// NODATA) because names exist below it.
+// Node is one owner name of a service and what its records are made of.
+// A Node without records is an empty non-terminal: the name exists
+// (NOERROR, NODATA) because names exist below it.
+//
+// A Node keeps no dns.RR: the records are built from these few fields
+// when asked for (Records), and the query path sends the node's reply
+// packed once on first use (Packed). Keeping answers this way takes a
+// fraction of the memory of record objects (a dns.SRV and its interface
+// slot are ~100 bytes; here a 50-target SRV RRset is two shared slices).
 type Node struct {
-	A, AAAA []dns.RR
-	// SRVSet is behind a pointer, since few nodes have SRV records (the
-	// per-endpoint nodes, most of them, never do); nodes without any
-	// share one empty SRVSet, so that n.SRV and n.Extra read as nil.
-	*SRVSet
+	// owner is the owner name of every record of the node.
+	owner string
+	// addrs are the node's addresses: the IPv4 ones (A records) first,
+	// then the IPv6 ones (AAAA), each in answer order. Shared between
+	// the zones of a set; never modified.
+	addrs []netip.Addr
+	v4    uint32 // len of the IPv4 prefix of addrs
+	ttl   uint32
+	// srv, when not nil, makes the node's SRV RRset.
+	srv *srvSpec
 	// packed are the node's replies in wire format, packed on first use
 	// (see Packed).
 	packed atomicPacked
 }
 
-// SRVSet is the SRV RRset of a node.
-type SRVSet struct {
-	SRV []dns.RR
-	// Extra holds the A/AAAA records of the SRV targets, for the
-	// additional section of SRV answers.
-	Extra []dns.RR
+// srvSpec is an SRV RRset: one record per target and port, in that order
+// (priority 0, equal weights summing to about 100, as CoreDNS does), with
+// the addresses of the target nodes as additional records. Its slices
+// are shared by every SRV RRset of a zone of a set (they all name the
+// same targets).
+type srvSpec struct {
+	targets []string
+	ports   []uint16
+	// extra are the nodes whose addresses are the additional records,
+	// in order.
+	extra []*Node
 }
 
-// noSRV is the SRVSet of nodes without SRV records; never modified.
-var noSRV = &SRVSet{}
+// Has reports whether n has records of qtype (answers.Records would
+// return some), without building them.
+func (n *Node) Has(qtype uint16) bool {
+	switch qtype {
+	case dns.TypeA:
+		return n.v4 > 0
+	case dns.TypeAAAA:
+		return len(n.addrs) > int(n.v4)
+	case dns.TypeSRV:
+		return n.srv != nil
+	}
+	return false
+}
 
-// Records returns the answer and additional records of qtype at n. No
-// answer records and n != nil means NODATA.
+// Records returns the answer and additional records of qtype at n, built
+// for this call (the caller may keep and modify the slices). No answer
+// records and n != nil means NODATA.
 func (n *Node) Records(qtype uint16) (answer, extra []dns.RR) {
 	switch qtype {
 	case dns.TypeA:
-		return n.A, nil
-	case dns.TypeAAAA:
-		return n.AAAA, nil
-	case dns.TypeSRV:
-		if n.SRVSet == nil {
+		if n.v4 == 0 {
 			return nil, nil
 		}
-		return n.SRV, n.Extra
+		return addrRRs(nil, n.owner, n.addrs[:n.v4], n.ttl), nil
+	case dns.TypeAAAA:
+		if len(n.addrs) == int(n.v4) {
+			return nil, nil
+		}
+		return addrRRs(nil, n.owner, n.addrs[n.v4:], n.ttl), nil
+	case dns.TypeSRV:
+		if n.srv == nil {
+			return nil, nil
+		}
+		return n.srvRRs(), n.srvExtra()
 	}
 	return nil, nil
 }
@@ -213,7 +247,7 @@ func (t *table) get(rel string) *Node {
 }
 
 // emptyNode is every empty non-terminal of a built Set; never modified.
-var emptyNode = &Node{SRVSet: noSRV}
+var emptyNode = &Node{}
 
 // freeze ends building: empty nodes become the shared emptyNode and small
 // tables slices.
@@ -221,7 +255,7 @@ func (s *Set) freeze() {
 	for z := range s.names {
 		t := &s.names[z]
 		for rel, n := range t.m {
-			if len(n.A) == 0 && len(n.AAAA) == 0 && n.SRVSet == noSRV {
+			if len(n.addrs) == 0 && n.srv == nil {
 				t.m[rel] = emptyNode
 			}
 		}
@@ -283,7 +317,7 @@ func fqdn(rel, zone string) string {
 func (s *Set) node(zone int, rel string) *Node {
 	n := s.names[zone].m[rel]
 	if n == nil {
-		n = &Node{SRVSet: noSRV}
+		n = &Node{}
 		s.names[zone].m[rel] = n
 	}
 	return n
@@ -310,89 +344,99 @@ type aaaaRR struct {
 	ip [16]byte
 }
 
-func addrRR(owner string, ip netip.Addr, ttl uint32) dns.RR {
-	if ip.Is4() {
-		r := &aRR{ip: ip.As4()}
-		r.A = dns.A{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: r.ip[:]}
-		return &r.A
+// addrRRs appends the address records of ips (all of one family) to out,
+// in two allocations.
+func addrRRs(out []dns.RR, owner string, ips []netip.Addr, ttl uint32) []dns.RR {
+	if len(ips) == 0 {
+		return out
 	}
-	r := &aaaaRR{ip: ip.As16()}
-	r.AAAA = dns.AAAA{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: ttl}, AAAA: r.ip[:]}
-	return &r.AAAA
+	out = slices.Grow(out, len(ips))
+	if ips[0].Is4() {
+		recs := make([]aRR, len(ips))
+		for i, ip := range ips {
+			r := &recs[i]
+			r.ip = ip.As4()
+			r.A = dns.A{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: r.ip[:]}
+			out = append(out, &r.A)
+		}
+		return out
+	}
+	recs := make([]aaaaRR, len(ips))
+	for i, ip := range ips {
+		r := &recs[i]
+		r.ip = ip.As16()
+		r.AAAA = dns.AAAA{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: ttl}, AAAA: r.ip[:]}
+		out = append(out, &r.AAAA)
+	}
+	return out
 }
 
-// addAddrs adds the address records of ips (in order) at n, in slices of
-// exactly the needed size.
-func (n *Node) addAddrs(owner string, ips []netip.Addr, ttl uint32) {
-	var v4 int
+// setAddrs sets the node's owner and addresses; ips must be partitioned
+// (see partition) and are kept as is.
+func (n *Node) setAddrs(owner string, ips []netip.Addr, v4 int, ttl uint32) {
+	n.owner, n.addrs, n.v4, n.ttl = owner, ips, uint32(v4), ttl // #nosec G115 -- at most the endpoints of a service
+}
+
+// partition returns ips with the IPv4 addresses first, then the IPv6
+// ones, each in the given order, in a slice of exactly the needed size,
+// and the number of IPv4 addresses.
+func partition(ips []netip.Addr) ([]netip.Addr, int) {
+	out := make([]netip.Addr, 0, len(ips))
 	for _, ip := range ips {
 		if ip.Is4() {
-			v4++
+			out = append(out, ip)
 		}
 	}
-	if v4 > 0 {
-		n.A = slices.Grow(n.A, v4)
-	}
-	if len(ips)-v4 > 0 {
-		n.AAAA = slices.Grow(n.AAAA, len(ips)-v4)
-	}
+	v4 := len(out)
 	for _, ip := range ips {
-		rr := addrRR(owner, ip, ttl)
-		if ip.Is4() {
-			n.A = append(n.A, rr)
-		} else {
-			n.AAAA = append(n.AAAA, rr)
+		if !ip.Is4() {
+			out = append(out, ip)
 		}
 	}
+	return out, v4
 }
 
-// srvTarget is one SRV record to be: a target and its port.
-type srvTarget struct {
-	target string
-	port   uint16
-}
-
-// srvExtras returns the address records of targets' nodes, in order, for
-// the additional section of SRV answers: the very records of the nodes,
-// in one slice that every SRV RRset of a zone shares (they all name every
-// target).
-func srvExtras(targets []*Node) []dns.RR {
-	n := 0
-	for _, t := range targets {
-		n += len(t.A) + len(t.AAAA)
-	}
-	extra := make([]dns.RR, 0, n)
-	for _, t := range targets {
-		extra = append(extra, t.A...)
-		extra = append(extra, t.AAAA...)
-	}
-	return extra
-}
-
-// setSRV stores one SRV RRset at n: priority 0, equal weights summing to
-// about 100 (as CoreDNS does), and extra (the addresses of every target)
-// as extras. The records are allocated together.
-func (n *Node) setSRV(owner string, targets []srvTarget, extra []dns.RR, ttl uint32) {
-	if len(targets) == 0 {
+// setSRV makes n the owner of an SRV RRset.
+func (n *Node) setSRV(owner string, spec *srvSpec, ttl uint32) {
+	if len(spec.targets) == 0 || len(spec.ports) == 0 {
 		return
 	}
-	weight := uint16(100 / len(targets))
+	n.owner, n.srv, n.ttl = owner, spec, ttl
+}
+
+func (n *Node) srvRRs() []dns.RR {
+	spec := n.srv
+	count := len(spec.targets) * len(spec.ports)
+	weight := uint16(100 / count) // #nosec G115 -- at most 100
 	if weight == 0 {
 		weight = 1
 	}
-	recs := make([]dns.SRV, len(targets))
-	set := &SRVSet{SRV: make([]dns.RR, len(targets))}
-	for i, t := range targets {
-		recs[i] = dns.SRV{
-			Hdr:      dns.RR_Header{Name: owner, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl},
-			Priority: 0, Weight: weight, Port: t.port, Target: t.target,
+	recs := make([]dns.SRV, 0, count)
+	out := make([]dns.RR, count)
+	hdr := dns.RR_Header{Name: n.owner, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: n.ttl}
+	for _, t := range spec.targets {
+		for _, p := range spec.ports {
+			recs = append(recs, dns.SRV{Hdr: hdr, Priority: 0, Weight: weight, Port: p, Target: t})
+			out[len(recs)-1] = &recs[len(recs)-1]
 		}
-		set.SRV[i] = &recs[i]
 	}
-	if len(extra) > 0 {
-		set.Extra = extra
+	return out
+}
+
+func (n *Node) srvExtra() []dns.RR {
+	count := 0
+	for _, t := range n.srv.extra {
+		count += len(t.addrs)
 	}
-	n.SRVSet = set
+	if count == 0 {
+		return nil
+	}
+	out := make([]dns.RR, 0, count)
+	for _, t := range n.srv.extra {
+		out = addrRRs(out, t.owner, t.addrs[:t.v4], t.ttl)
+		out = addrRRs(out, t.owner, t.addrs[t.v4:], t.ttl)
+	}
+	return out
 }
 
 // namedPorts groups the named ports by SRV name "_<name>._<proto>", in a
@@ -461,27 +505,17 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 	bare := distinctPorts(groups)
 	svcRel := svc.Name + "." + svc.Namespace + ".svc"
 	var ptrs []PTR
+	addrs, v4 := partition(ips)
 	for z, zone := range cfg.Zones {
 		base := fqdn(svcRel, zone)
 		top := s.node(z, "")
-		top.addAddrs(base, ips, cfg.TTL)
-		var extra []dns.RR
-		if len(bare) > 0 {
-			extra = srvExtras([]*Node{top})
-		}
+		top.setAddrs(base, addrs, v4, cfg.TTL)
+		targets, extra := []string{base}, []*Node{top}
 		for _, g := range groups {
-			targets := make([]srvTarget, len(g.ports))
-			for i, p := range g.ports {
-				targets[i] = srvTarget{target: base, port: p}
-			}
-			s.node(z, g.rel).setSRV(g.rel+"."+base, targets, extra, cfg.TTL)
+			s.node(z, g.rel).setSRV(g.rel+"."+base, &srvSpec{targets: targets, ports: g.ports, extra: extra}, cfg.TTL)
 			s.node(z, g.proto)
 		}
-		targets := make([]srvTarget, len(bare))
-		for i, p := range bare {
-			targets[i] = srvTarget{target: base, port: p}
-		}
-		top.setSRV(base, targets, extra, cfg.TTL)
+		top.setSRV(base, &srvSpec{targets: targets, ports: bare, extra: extra}, cfg.TTL)
 		if z == 0 {
 			for _, ip := range ips {
 				if rev, err := dns.ReverseAddr(ip.String()); err == nil {
@@ -576,10 +610,16 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 	groups := namedPorts(svc.Ports)
 	bare := distinctPorts(groups)
 	var ptrs []PTR
+	allAddrs, allV4 := partition(all)
+	epAddrs := make([][]netip.Addr, len(names))
+	epV4 := make([]int, len(names))
+	for i, en := range names {
+		epAddrs[i], epV4[i] = partition(en.addrs)
+	}
 	for z, zone := range cfg.Zones {
 		base := fqdn(svcRel, zone)
 		top := s.node(z, "")
-		top.addAddrs(base, all, cfg.TTL)
+		top.setAddrs(base, allAddrs, allV4, cfg.TTL)
 		epNodes := make([]*Node, len(names))
 		owners := make([]string, len(names))
 		for i, en := range names {
@@ -588,7 +628,7 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 			// both (and for the SRV and PTR targets).
 			rel := owner[:len(en.rel)]
 			n := s.node(z, rel)
-			n.addAddrs(owner, en.addrs, cfg.TTL)
+			n.setAddrs(owner, epAddrs[i], epV4[i], cfg.TTL)
 			s.ents(z, rel)
 			epNodes[i], owners[i] = n, owner
 			if z == 0 {
@@ -599,27 +639,11 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 				}
 			}
 		}
-		var extra []dns.RR
-		if len(bare) > 0 {
-			extra = srvExtras(epNodes)
-		}
 		for _, g := range groups {
-			targets := make([]srvTarget, 0, len(names)*len(g.ports))
-			for i := range names {
-				for _, p := range g.ports {
-					targets = append(targets, srvTarget{target: owners[i], port: p})
-				}
-			}
-			s.node(z, g.rel).setSRV(g.rel+"."+base, targets, extra, cfg.TTL)
+			s.node(z, g.rel).setSRV(g.rel+"."+base, &srvSpec{targets: owners, ports: g.ports, extra: epNodes}, cfg.TTL)
 			s.node(z, g.proto)
 		}
-		targets := make([]srvTarget, 0, len(names)*len(bare))
-		for i := range names {
-			for _, p := range bare {
-				targets = append(targets, srvTarget{target: owners[i], port: p})
-			}
-		}
-		top.setSRV(base, targets, extra, cfg.TTL)
+		top.setSRV(base, &srvSpec{targets: owners, ports: bare, extra: epNodes}, cfg.TTL)
 	}
 	s.setPTRs(ptrs)
 	return s

@@ -73,9 +73,9 @@ func TestClusterSetIP(t *testing.T) {
 		render(t, s, "", dns.TypeSRV), "bare-name SRV: named ports only")
 	assert.Nil(t, s.Lookup(0, "web-0.east"))
 	assert.Nil(t, s.Lookup(0, "east"), "<clusterid>.<svc> never exists for ClusterSetIP")
-	assert.Equal(t, "web.demo.svc.clusterset.local.", s.Lookup(0, "").A[0].Header().Name)
-	assert.Equal(t, "_http._tcp.web.demo.svc.clusterset.local.", s.Lookup(0, "_http._tcp").SRV[0].Header().Name)
-	assert.Equal(t, uint32(5), s.Lookup(0, "").A[0].Header().Ttl)
+	assert.Equal(t, "web.demo.svc.clusterset.local.", recs(s.Lookup(0, ""), dns.TypeA)[0].Header().Name)
+	assert.Equal(t, "_http._tcp.web.demo.svc.clusterset.local.", recs(s.Lookup(0, "_http._tcp"), dns.TypeSRV)[0].Header().Name)
+	assert.Equal(t, uint32(5), recs(s.Lookup(0, ""), dns.TypeA)[0].Header().Ttl)
 	assert.Equal(t, []PTR{{Reverse: "10.0.96.10.in-addr.arpa.", Target: "web.demo.svc.clusterset.local."}}, s.PTRs())
 	assert.Equal(t, 0, s.Endpoints())
 }
@@ -162,7 +162,7 @@ func TestHeadless(t *testing.T) {
 	assert.Contains(t, bare, "SRV 0 16 9187 fd00--1.west.eu.db.demo.svc.clusterset.local.")
 	// Every SRV target resolves inside the set.
 	for _, prefix := range s.Names(0) {
-		for _, rr := range s.Lookup(0, prefix).SRV {
+		for _, rr := range recs(s.Lookup(0, prefix), dns.TypeSRV) {
 			target := rr.(*dns.SRV).Target
 			rel := strings.TrimSuffix(target, ".db.demo.svc."+zone)
 			if target == "db.demo.svc."+zone {
@@ -170,7 +170,7 @@ func TestHeadless(t *testing.T) {
 			}
 			n := s.Lookup(0, rel)
 			require.NotNil(t, n, target)
-			assert.NotEmpty(t, append(slices.Clone(n.A), n.AAAA...), target)
+			assert.NotEmpty(t, append(recs(n, dns.TypeA), recs(n, dns.TypeAAAA)...), target)
 		}
 	}
 	assert.ElementsMatch(t, []PTR{
@@ -238,8 +238,8 @@ func TestSeveralZones(t *testing.T) {
 	svc := &Service{Namespace: "demo", Name: "web", Type: ClusterSetIP, IPs: ips("10.96.0.10")}
 	s := Build(svc, nil, Config{Zones: []string{zone, "mcs.example."}, TTL: 30})
 	require.NotNil(t, s)
-	assert.Equal(t, "web.demo.svc.mcs.example.", s.Lookup(1, "").A[0].Header().Name)
-	assert.Equal(t, uint32(30), s.Lookup(1, "").A[0].Header().Ttl)
+	assert.Equal(t, "web.demo.svc.mcs.example.", recs(s.Lookup(1, ""), dns.TypeA)[0].Header().Name)
+	assert.Equal(t, uint32(30), recs(s.Lookup(1, ""), dns.TypeA)[0].Header().Ttl)
 	assert.Equal(t, "web.demo.svc.clusterset.local.", s.PTRs()[0].Target, "PTR targets are in the first zone")
 }
 
@@ -259,9 +259,9 @@ func TestManyEndpointsWeights(t *testing.T) {
 	}
 	s := Build(svc, []*Slice{{ClusterID: "east", Endpoints: eps}}, cfg)
 	require.NotNil(t, s)
-	assert.Len(t, s.Lookup(0, "").A, 500)
-	assert.Len(t, s.Lookup(0, "_http._tcp").SRV, 500)
-	assert.Equal(t, uint16(1), s.Lookup(0, "_http._tcp").SRV[0].(*dns.SRV).Weight)
+	assert.Len(t, recs(s.Lookup(0, ""), dns.TypeA), 500)
+	assert.Len(t, recs(s.Lookup(0, "_http._tcp"), dns.TypeSRV), 500)
+	assert.Equal(t, uint16(1), recs(s.Lookup(0, "_http._tcp"), dns.TypeSRV)[0].(*dns.SRV).Weight)
 }
 
 // A ClusterSetIP import without a VIP (not opted into one, or none
@@ -288,4 +288,10 @@ func TestClusterSetIPWithoutVIP(t *testing.T) {
 	if len(s.PTRs()) != 0 {
 		t.Fatal("PTR without a VIP")
 	}
+}
+
+// recs returns the answer records of qtype at n.
+func recs(n *Node, qtype uint16) []dns.RR {
+	a, _ := n.Records(qtype)
+	return a
 }

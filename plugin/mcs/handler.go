@@ -18,12 +18,15 @@ func (p *MCS) Name() string { return pluginName }
 type result struct {
 	rcode         int
 	answer, extra []dns.RR
-	// fresh: answer was built for this query and may be used as is.
+	// fresh: answer and extra were built for this query and may be used
+	// as they are.
 	fresh bool
 	// soa answers with the zone's SOA (it depends on the serial).
 	soa bool
-	// node holds answer (service names), for the packed fast path.
-	node *answers.Node
+	// node, when not nil, has records of qtype that answer the query
+	// (service names): sent packed, or built by Records.
+	node  *answers.Node
+	qtype uint16
 }
 
 var (
@@ -62,10 +65,12 @@ func (p *MCS) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		}
 	}
 	switch {
-	case res.node != nil && len(res.answer) > 0:
+	case res.node != nil:
 		if writePacked(w, r, &q, qname, res.node) {
 			return dns.RcodeSuccess, nil
 		}
+		res.answer, res.extra = res.node.Records(res.qtype)
+		res.fresh = true
 	case !res.soa && len(res.answer) == 0:
 		if writeNegative(w, r, &q, qname, z, res.rcode, p.index.Serial()) {
 			return dns.RcodeSuccess, nil
@@ -121,8 +126,12 @@ func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
 		if node == nil {
 			return nxdomain
 		}
-		answer, extra := node.Records(qtype)
-		return result{answer: answer, extra: extra, node: node}
+		if !node.Has(qtype) {
+			return nodata
+		}
+		// Records are built only if the packed fast path cannot send
+		// the reply.
+		return result{node: node, qtype: qtype}
 	}
 	return nxdomain
 }
@@ -160,7 +169,10 @@ func (p *MCS) write(w dns.ResponseWriter, r *dns.Msg, z *zone, res *result) {
 	default:
 		m.Ns = []dns.RR{z.soaRR(p.index.Serial())}
 	}
-	if len(res.extra) > 0 {
+	switch {
+	case res.fresh:
+		m.Extra = res.extra
+	case len(res.extra) > 0:
 		m.Extra = make([]dns.RR, len(res.extra), len(res.extra)+1)
 		copy(m.Extra, res.extra)
 	}
