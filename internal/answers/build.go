@@ -378,16 +378,28 @@ func (n *Node) setAddrs(owner string, ips []netip.Addr, v4 int, ttl uint32) {
 }
 
 // partition returns ips with the IPv4 addresses first, then the IPv6
-// ones, each in the given order, in a slice of exactly the needed size,
-// and the number of IPv4 addresses.
+// ones, each in the given order, and the number of IPv4 addresses: ips
+// itself when it is so ordered already, else a copy of exactly the
+// needed size.
 func partition(ips []netip.Addr) ([]netip.Addr, int) {
+	v4 := 0
+	for v4 < len(ips) && ips[v4].Is4() {
+		v4++
+	}
+	ordered := true
+	for _, ip := range ips[v4:] {
+		ordered = ordered && !ip.Is4()
+	}
+	if ordered {
+		return slices.Clip(ips), v4
+	}
 	out := make([]netip.Addr, 0, len(ips))
 	for _, ip := range ips {
 		if ip.Is4() {
 			out = append(out, ip)
 		}
 	}
-	v4 := len(out)
+	v4 = len(out)
 	for _, ip := range ips {
 		if !ip.Is4() {
 			out = append(out, ip)
@@ -480,7 +492,15 @@ func distinctPorts(groups []portGroup) []uint16 {
 	return out
 }
 
+// dedupAddrs returns ips without repeats: ips itself when it has none.
 func dedupAddrs(ips []netip.Addr) []netip.Addr {
+	dup := false
+	for i := 1; i < len(ips) && !dup; i++ {
+		dup = slices.Contains(ips[:i], ips[i])
+	}
+	if !dup {
+		return ips
+	}
 	out := make([]netip.Addr, 0, len(ips))
 	for _, ip := range ips {
 		if !slices.Contains(out, ip) {
@@ -588,6 +608,14 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 			}
 			nEps++
 			i, ok := byRel[rel]
+			if !ok && len(ep.Addresses) == 1 {
+				// The common case shares the slice's own address
+				// (clipped: a later append copies).
+				byRel[rel] = len(names)
+				names = append(names, endpointName{rel: rel, addrs: slices.Clip(ep.Addresses)})
+				all = append(all, ep.Addresses[0])
+				continue
+			}
 			if !ok {
 				i = len(names)
 				byRel[rel] = i

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -25,8 +24,7 @@ import (
 
 // Import is a transformed ServiceImport.
 type Import struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
+	Meta
 	// Service is the validated view; meaningful only when Err is nil.
 	Service answers.Service
 	// Err says why the object was rejected; a rejected import answers
@@ -40,7 +38,6 @@ type Import struct {
 // DeepCopyObject implements runtime.Object.
 func (i *Import) DeepCopyObject() runtime.Object {
 	c := *i
-	i.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	c.Service.IPs = slices.Clone(i.Service.IPs)
 	c.Service.Ports = slices.Clone(i.Service.Ports)
 	return &c
@@ -48,8 +45,7 @@ func (i *Import) DeepCopyObject() runtime.Object {
 
 // Slice is a transformed EndpointSlice.
 type Slice struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
+	Meta
 	// ServiceName is the multicluster.kubernetes.io/service-name label.
 	ServiceName string
 	Slice       answers.Slice
@@ -65,7 +61,6 @@ type Slice struct {
 // DeepCopyObject implements runtime.Object.
 func (s *Slice) DeepCopyObject() runtime.Object {
 	c := *s
-	s.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	c.Slice.Endpoints = make([]answers.Endpoint, len(s.Slice.Endpoints))
 	for i, ep := range s.Slice.Endpoints {
 		ep.Addresses = slices.Clone(ep.Addresses)
@@ -77,16 +72,12 @@ func (s *Slice) DeepCopyObject() runtime.Object {
 // ServiceKey is the "<namespace>/<service>" the slice belongs to.
 func (s *Slice) ServiceKey() string { return s.Namespace + "/" + s.ServiceName }
 
-func meta(m metav1.Object) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion()}
-}
-
 // ImportFromUnstructured reads a ServiceImport of any served version. It
 // takes type, ips and ports from spec, or from status where spec lacks
 // them (CRD forks). It never fails: a malformed object comes back with Err
 // set.
 func ImportFromUnstructured(u *unstructured.Unstructured, now time.Time) *Import {
-	imp := &Import{ObjectMeta: meta(u), Arrived: now}
+	imp := &Import{Meta: metaOf(u), Arrived: now}
 	imp.Service, imp.Err = readImport(u)
 	return imp
 }
@@ -208,7 +199,7 @@ var ErrNoSourceCluster = errors.New("no " + mcsapi.LabelSourceCluster + " label"
 // (nil ready counts as ready, as in Kubernetes). A slice without a valid
 // source cluster is rejected (Err); a malformed endpoint is skipped.
 func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice {
-	s := &Slice{ObjectMeta: meta(es), Arrived: now, ServiceName: es.Labels[mcsapi.LabelServiceName]}
+	s := &Slice{Meta: metaOf(es), Arrived: now, ServiceName: es.Labels[mcsapi.LabelServiceName]}
 	s.Slice.Name = es.Name
 	if errs := validation.IsDNS1123Label(s.ServiceName); len(errs) > 0 {
 		s.Err = fmt.Errorf("%s label %q is not a DNS label", mcsapi.LabelServiceName, s.ServiceName)

@@ -72,7 +72,7 @@ func TestImportFromUnstructured(t *testing.T) {
 			}
 			require.NoError(t, got.Err)
 			assert.Equal(t, tt.want, got.Service)
-			assert.Empty(t, got.ManagedFields, "transform keeps no managedFields")
+			assert.Equal(t, Meta{Namespace: "demo", Name: "web", ResourceVersion: "7"}, got.Meta, "transform keeps the key and resourceVersion only")
 			key, err := cache.MetaNamespaceKeyFunc(got)
 			require.NoError(t, err)
 			assert.Equal(t, "demo/web", key)
@@ -122,8 +122,7 @@ func TestSliceFromEndpointSlice(t *testing.T) {
 		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.6")}, Ready: true},
 		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.7")}, Ready: false},
 	}, s.Slice.Endpoints)
-	assert.Empty(t, s.ManagedFields)
-	assert.Empty(t, s.Labels, "labels are kept as fields, not as a map")
+	assert.Equal(t, Meta{Namespace: "demo", Name: "db-east"}, s.Meta, "only the key and resourceVersion are kept; labels become fields")
 	cp := s.DeepCopyObject().(*Slice)
 	assert.Equal(t, s.Slice, cp.Slice)
 }

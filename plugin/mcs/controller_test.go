@@ -129,7 +129,7 @@ func TestControllerSync(t *testing.T) {
 	// Deleting the import removes its answers; stop() takes the gauges back.
 	require.NoError(t, imports.Delete(bad))
 	c.sync("demo", "web", time.Now())
-	require.NoError(t, imports.Delete(&compact.Import{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "demo"}}))
+	require.NoError(t, imports.Delete(&compact.Import{Meta: compact.Meta{Name: "db", Namespace: "demo"}}))
 	c.sync("demo", "db", time.Now())
 	assert.Nil(t, p.index.Service("db.demo"))
 	assert.False(t, p.index.HasNamespace("demo"))
