@@ -3,6 +3,7 @@ package answers
 import (
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -119,6 +120,10 @@ type Set struct {
 	// skipped counts endpoints left out because their names would not
 	// be valid DNS names (too long).
 	skipped int
+	// arena holds the set's nodes in one allocation while it lasts
+	// (its capacity is the expected number of nodes): fewer, larger
+	// objects for the garbage collector, and less heap fragmentation.
+	arena []Node
 }
 
 // Key is the Index key of the set's service.
@@ -316,11 +321,24 @@ func fqdn(rel, zone string) string {
 
 func (s *Set) node(zone int, rel string) *Node {
 	n := s.names[zone].m[rel]
-	if n == nil {
-		n = &Node{}
+	if n == nil || n == emptyNode {
+		if len(s.arena) < cap(s.arena) {
+			s.arena = s.arena[:len(s.arena)+1]
+			n = &s.arena[len(s.arena)-1]
+		} else {
+			n = &Node{}
+		}
 		s.names[zone].m[rel] = n
 	}
 	return n
+}
+
+// ent makes rel exist as an empty non-terminal unless it exists already
+// (a later node call for rel replaces it with a node of its own).
+func (s *Set) ent(zone int, rel string) {
+	if _, ok := s.names[zone].m[rel]; !ok {
+		s.names[zone].m[rel] = emptyNode
+	}
 }
 
 // ents makes every name between rel (exclusive) and the service name
@@ -328,7 +346,7 @@ func (s *Set) node(zone int, rel string) *Node {
 func (s *Set) ents(zone int, rel string) {
 	for i := strings.IndexByte(rel, '.'); i >= 0; i = strings.IndexByte(rel, '.') {
 		rel = rel[i+1:]
-		s.node(zone, rel)
+		s.ent(zone, rel)
 	}
 }
 
@@ -517,7 +535,7 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 		// The service exists but has no VIP: its name answers NODATA; no
 		// SRV names, since their target would not resolve.
 		for z := range cfg.Zones {
-			s.node(z, "")
+			s.ent(z, "")
 		}
 		return s
 	}
@@ -526,6 +544,7 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 	svcRel := svc.Name + "." + svc.Namespace + ".svc"
 	var ptrs []PTR
 	addrs, v4 := partition(ips)
+	s.arena = make([]Node, 0, len(cfg.Zones)*(1+len(groups)))
 	for z, zone := range cfg.Zones {
 		base := fqdn(svcRel, zone)
 		top := s.node(z, "")
@@ -533,14 +552,12 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 		targets, extra := []string{base}, []*Node{top}
 		for _, g := range groups {
 			s.node(z, g.rel).setSRV(g.rel+"."+base, &srvSpec{targets: targets, ports: g.ports, extra: extra}, cfg.TTL)
-			s.node(z, g.proto)
+			s.ent(z, g.proto)
 		}
 		top.setSRV(base, &srvSpec{targets: targets, ports: bare, extra: extra}, cfg.TTL)
 		if z == 0 {
 			for _, ip := range ips {
-				if rev, err := dns.ReverseAddr(ip.String()); err == nil {
-					ptrs = append(ptrs, PTR{Reverse: rev, Target: base})
-				}
+				ptrs = append(ptrs, PTR{Reverse: string(reverseName(nil, ip)), Target: base})
 			}
 		}
 	}
@@ -637,8 +654,15 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 	all = dedupAddrs(all)
 	groups := namedPorts(svc.Ports)
 	bare := distinctPorts(groups)
-	var ptrs []PTR
+	var (
+		ptrs    []PTR
+		revBuf  []byte
+		revEnds []int
+	)
 	allAddrs, allV4 := partition(all)
+	// The nodes: per zone the service, one per endpoint name, one per
+	// port group (empty non-terminals are the shared emptyNode).
+	s.arena = make([]Node, 0, len(cfg.Zones)*(1+len(names)+len(groups)))
 	epAddrs := make([][]netip.Addr, len(names))
 	epV4 := make([]int, len(names))
 	for i, en := range names {
@@ -649,30 +673,82 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 		top := s.node(z, "")
 		top.setAddrs(base, allAddrs, allV4, cfg.TTL)
 		epNodes := make([]*Node, len(names))
-		owners := make([]string, len(names))
+		owners := joinOwners(names, base)
 		for i, en := range names {
-			owner := en.rel + "." + base
+			owner := owners[i]
 			// The relative name as a prefix of owner: one string for
 			// both (and for the SRV and PTR targets).
 			rel := owner[:len(en.rel)]
 			n := s.node(z, rel)
 			n.setAddrs(owner, epAddrs[i], epV4[i], cfg.TTL)
 			s.ents(z, rel)
-			epNodes[i], owners[i] = n, owner
+			epNodes[i] = n
 			if z == 0 {
 				for _, ip := range en.addrs {
-					if rev, err := dns.ReverseAddr(ip.String()); err == nil {
-						ptrs = append(ptrs, PTR{Reverse: rev, Target: owner})
-					}
+					ptrs = append(ptrs, PTR{Target: owner})
+					revBuf = reverseName(revBuf, ip)
+					revEnds = append(revEnds, len(revBuf))
 				}
 			}
 		}
 		for _, g := range groups {
 			s.node(z, g.rel).setSRV(g.rel+"."+base, &srvSpec{targets: owners, ports: g.ports, extra: epNodes}, cfg.TTL)
-			s.node(z, g.proto)
+			s.ent(z, g.proto)
 		}
 		top.setSRV(base, &srvSpec{targets: owners, ports: bare, extra: epNodes}, cfg.TTL)
 	}
+	// The reverse names, in one string.
+	revs := string(revBuf)
+	start := 0
+	for i, end := range revEnds {
+		ptrs[i].Reverse = revs[start:end]
+		start = end
+	}
 	s.setPTRs(ptrs)
 	return s
+}
+
+// joinOwners returns the owner names "<rel>.<base>" of names, substrings
+// of one string (one allocation for a whole service).
+func joinOwners(names []endpointName, base string) []string {
+	n := 0
+	for _, en := range names {
+		n += len(en.rel) + 1 + len(base)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, en := range names {
+		b.WriteString(en.rel)
+		b.WriteByte('.')
+		b.WriteString(base)
+	}
+	all := b.String()
+	out := make([]string, len(names))
+	off := 0
+	for i, en := range names {
+		l := len(en.rel) + 1 + len(base)
+		out[i] = all[off : off+l]
+		off += l
+	}
+	return out
+}
+
+const hexDigits = "0123456789abcdef"
+
+// reverseName appends the reverse name of ip (as dns.ReverseAddr makes
+// it: "4.3.2.1.in-addr.arpa.", or 32 nibbles and "ip6.arpa.") to buf.
+func reverseName(buf []byte, ip netip.Addr) []byte {
+	if ip.Is4() {
+		a := ip.As4()
+		for i := 3; i >= 0; i-- {
+			buf = strconv.AppendUint(buf, uint64(a[i]), 10)
+			buf = append(buf, '.')
+		}
+		return append(buf, "in-addr.arpa."...)
+	}
+	a := ip.As16()
+	for i := 15; i >= 0; i-- {
+		buf = append(buf, hexDigits[a[i]&0x0f], '.', hexDigits[a[i]>>4], '.')
+	}
+	return append(buf, "ip6.arpa."...)
 }

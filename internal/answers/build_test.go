@@ -295,3 +295,15 @@ func recs(n *Node, qtype uint16) []dns.RR {
 	a, _ := n.Records(qtype)
 	return a
 }
+
+// TestReverseName: the reverse names the index keys PTR records by are
+// exactly dns.ReverseAddr's.
+func TestReverseName(t *testing.T) {
+	for _, s := range []string{"10.1.2.3", "0.0.0.0", "255.255.255.255", "192.0.2.10", "fd00::1", "2001:db8:abcd:12::ff", "::", "fe80::1:2:3:4"} {
+		ip := netip.MustParseAddr(s)
+		want, err := dns.ReverseAddr(s)
+		require.NoError(t, err)
+		assert.Equal(t, want, string(reverseName(nil, ip)), s)
+		assert.Equal(t, "x"+want, string(reverseName([]byte("x"), ip)), "appends")
+	}
+}

@@ -225,6 +225,12 @@ func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice
 		return s
 	}
 	s.Slice.Endpoints = make([]answers.Endpoint, 0, len(es.Endpoints))
+	// Every endpoint's addresses in one array (one allocation per slice).
+	total := 0
+	for _, ep := range es.Endpoints {
+		total += len(ep.Addresses)
+	}
+	backing := make([]netip.Addr, 0, total)
 	skip := func(err error) {
 		s.Skipped++
 		if s.SkipErr == nil {
@@ -245,18 +251,20 @@ endpoints:
 			skip(errors.New("endpoint without addresses"))
 			continue
 		}
-		out.Addresses = make([]netip.Addr, 0, len(ep.Addresses))
+		start := len(backing)
 		for _, a := range ep.Addresses {
 			ip, err := ParseIP(a)
 			if err == nil && ip.Is6() != v6 {
 				err = fmt.Errorf("%q is not an %s address", a, es.AddressType)
 			}
 			if err != nil {
+				backing = backing[:start]
 				skip(err)
 				continue endpoints
 			}
-			out.Addresses = append(out.Addresses, ip)
+			backing = append(backing, ip)
 		}
+		out.Addresses = backing[start:len(backing):len(backing)]
 		s.Slice.Endpoints = append(s.Slice.Endpoints, out)
 	}
 	return s
