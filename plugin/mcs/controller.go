@@ -14,8 +14,8 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -182,11 +182,21 @@ func (c *controller) run(ctx context.Context) {
 		}
 	}
 	// Handlers run synchronously, so a synced registration means its
-	// initial objects are answered.
-	if cache.WaitForCacheSync(ctx.Done(), synced...) {
-		n := c.buildInitial(ctx)
+	// initial objects have been noted (see sync).
+	// While the initial lists stream in (mostly waiting for the API
+	// server), build what they have touched so far, every few
+	// milliseconds; a service touched again later is built again. At
+	// sync, only the rest is left to build.
+	stopPrebuild := make(chan struct{})
+	prebuilt := make(chan int)
+	go func() { prebuilt <- c.prebuild(ctx, stopPrebuild) }()
+	listed := cache.WaitForCacheSync(ctx.Done(), synced...)
+	close(stopPrebuild)
+	early := <-prebuilt
+	if listed {
+		n := early + c.buildInitial(ctx)
 		c.synced.Store(true)
-		log.Infof("synced: serving %d services from %s %s and EndpointSlices", n, gvr.Resource, gvr.GroupVersion())
+		log.Infof("synced: serving %s %s and EndpointSlices (%d builds for the initial lists)", gvr.Resource, gvr.GroupVersion(), n)
 		// Decoding the initial lists left garbage several times the size
 		// of what is kept; give it back to the OS now rather than keep it
 		// until the scavenger gets to it (queries allocate nothing, so
@@ -319,15 +329,52 @@ func (c *controller) lock(key string) *sync.Mutex {
 	return &c.locks[maphash.String(c.seed, key)%uint64(len(c.locks))]
 }
 
-// buildInitial builds every service the initial lists touched, once,
-// and makes the controller live: from then on events build their
-// service themselves. It returns the number of services built.
+// prebuildEvery is how often prebuild builds what the initial lists
+// have touched.
+const prebuildEvery = 20 * time.Millisecond
+
+// prebuild builds, until stop, the services the initial lists have
+// touched since its last round. It returns the number of builds.
+func (c *controller) prebuild(ctx context.Context, stop <-chan struct{}) int {
+	t := time.NewTicker(prebuildEvery)
+	defer t.Stop()
+	n := 0
+	for {
+		select {
+		case <-stop:
+			return n
+		case <-ctx.Done():
+			return n
+		case <-t.C:
+		}
+		c.initialMu.Lock()
+		batch := c.initial
+		if len(batch) > 0 {
+			c.initial = make(map[string]time.Time, len(batch))
+		}
+		c.initialMu.Unlock()
+		n += c.buildAll(ctx, batch)
+	}
+}
+
+// buildInitial builds every service the initial lists touched that
+// prebuild has not built since, and makes the controller live: from then
+// on events build their service themselves. It returns the number of
+// services built.
 func (c *controller) buildInitial(ctx context.Context) int {
 	c.initialMu.Lock()
 	pending := c.initial
 	c.initial = nil
 	c.initialMu.Unlock()
+	return c.buildAll(ctx, pending)
+}
 
+// buildAll builds the services of pending (keys "<ns>/<name>", with the
+// arrival of their first event), in parallel, and returns their number.
+func (c *controller) buildAll(ctx context.Context, pending map[string]time.Time) int {
+	if len(pending) == 0 {
+		return 0
+	}
 	keys := make(chan string)
 	var wg sync.WaitGroup
 	for range max(1, runtime.GOMAXPROCS(0)) {

@@ -1,8 +1,8 @@
 package mcs
 
 import (
-	"context"
 	"bytes"
+	"context"
 	stdlog "log"
 	"strings"
 	"testing"
@@ -73,9 +73,25 @@ func TestControllerSync(t *testing.T) {
 	require.NoError(t, imports.Add(importObj(t, "demo", "early", map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.9"}}, nil)))
 	c.sync("demo", "early", time.Now())
 	c.sync("demo", "early", time.Now())
-	assert.Nil(t, p.index.Service("early.demo"), "not built before sync")
-	assert.Equal(t, 1, c.buildInitial(context.Background()))
-	assert.NotNil(t, p.index.Service("early.demo"), "built once the lists are in")
+	assert.Nil(t, p.index.Service("early.demo"), "not built at once")
+	// While the lists stream in, prebuild builds what they touched.
+	stop := make(chan struct{})
+	builds := make(chan int)
+	go func() { builds <- c.prebuild(context.Background(), stop) }()
+	require.Eventually(t, func() bool { return p.index.Service("early.demo") != nil }, 5*time.Second, 5*time.Millisecond)
+	close(stop)
+	assert.Equal(t, 1, <-builds)
+	// Touched again after its build: built again at sync, with the rest.
+	require.NoError(t, imports.Add(importObj(t, "demo", "late", map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.8"}}, nil)))
+	c.sync("demo", "early", time.Now())
+	c.sync("demo", "late", time.Now())
+	assert.Nil(t, p.index.Service("late.demo"))
+	assert.Equal(t, 2, c.buildInitial(context.Background()))
+	assert.NotNil(t, p.index.Service("late.demo"), "built once the lists are in")
+	require.NoError(t, imports.Delete(importObj(t, "demo", "late", map[string]any{"type": "ClusterSetIP"}, nil)))
+	c.synced.Store(true)
+	c.sync("demo", "late", time.Now())
+	assert.Nil(t, p.index.Service("late.demo"), "live: events build their service")
 	c.synced.Store(true)
 	require.NoError(t, imports.Delete(importObj(t, "demo", "early", map[string]any{"type": "ClusterSetIP"}, nil)))
 	c.sync("demo", "early", time.Now())
