@@ -190,13 +190,16 @@ func (c *controller) run(ctx context.Context) {
 	stopPrebuild := make(chan struct{})
 	prebuilt := make(chan int)
 	go func() { prebuilt <- c.prebuild(ctx, stopPrebuild) }()
+	began := time.Now()
 	listed := cache.WaitForCacheSync(ctx.Done(), synced...)
 	close(stopPrebuild)
 	early := <-prebuilt
 	if listed {
+		lists := time.Since(began)
 		n := early + c.buildInitial(ctx)
 		c.synced.Store(true)
-		log.Infof("synced: serving %s %s and EndpointSlices (%d builds for the initial lists)", gvr.Resource, gvr.GroupVersion(), n)
+		log.Infof("synced: serving %s %s and EndpointSlices; lists in %v, answers built %v later (%d builds)",
+			gvr.Resource, gvr.GroupVersion(), lists.Round(time.Millisecond), (time.Since(began) - lists).Round(time.Millisecond), n)
 		// Decoding the initial lists left garbage several times the size
 		// of what is kept; give it back to the OS now rather than keep it
 		// until the scavenger gets to it (queries allocate nothing, so
