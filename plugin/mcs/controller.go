@@ -354,6 +354,8 @@ func (c *controller) prebuild(ctx context.Context, stop <-chan struct{}) int {
 		batch := c.initial
 		if len(batch) > 0 {
 			c.initial = make(map[string]time.Time, len(batch))
+		} else {
+			batch = nil // still c.initial: not ours to read unlocked
 		}
 		c.initialMu.Unlock()
 		n += c.buildAll(ctx, batch)
