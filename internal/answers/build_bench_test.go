@@ -1,0 +1,41 @@
+package answers
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+)
+
+// BenchmarkBuild measures building one service's answers: what start-up
+// pays per service after the initial lists, and every change per service.
+func BenchmarkBuild(b *testing.B) {
+	cfg := Config{Zones: []string{"clusterset.local."}, TTL: 5}
+	ports := []Port{{Name: "http", Protocol: "tcp", Port: 80}, {Name: "metrics", Protocol: "tcp", Port: 9090}}
+	vip := &Service{Namespace: "ns1", Name: "svc-1234", Type: ClusterSetIP, IPs: []netip.Addr{netip.MustParseAddr("10.250.4.210")}, Ports: ports}
+	headless := &Service{Namespace: "ns1", Name: "db-12", Type: Headless, Ports: ports[:1]}
+	var slices []*Slice
+	for c, cluster := range []string{"east", "west"} {
+		sl := &Slice{Name: "db-12-" + cluster, ClusterID: cluster}
+		for i := range 25 {
+			sl.Endpoints = append(sl.Endpoints, Endpoint{Hostname: fmt.Sprintf("db-12-%d", i), Ready: true,
+				Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(c + 1), 12, byte(i + 1)})}})
+		}
+		slices = append(slices, sl)
+	}
+	b.Run("ClusterSetIP", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if Build(vip, nil, cfg) == nil {
+				b.Fatal("no set")
+			}
+		}
+	})
+	b.Run("Headless-50", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if Build(headless, slices, cfg) == nil {
+				b.Fatal("no set")
+			}
+		}
+	})
+}
