@@ -602,9 +602,16 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 		}
 	}
 	s := newSet(svc, cfg)
+	nSlots := 0
+	for _, sl := range sorted {
+		nSlots += len(sl.Endpoints)
+	}
+	for z := range s.names {
+		s.names[z].m = make(map[string]*Node, nSlots+4)
+	}
 	var (
 		names   []endpointName
-		byRel   = map[string]int{}
+		byRel   = make(map[string]int, nSlots)
 		all     []netip.Addr
 		nEps    int
 		skipped int
@@ -619,7 +626,7 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 				host = DashedIP(ep.Addresses[0])
 			}
 			rel := host + "." + sl.ClusterID
-			if _, ok := dns.IsDomainName(fqdn(rel+"."+svcRel, longest)); !ok || len(host) > 63 {
+			if !validName(host, rel, svcRel, longest) {
 				skipped++
 				continue
 			}
@@ -706,6 +713,31 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 	}
 	s.setPTRs(ptrs)
 	return s
+}
+
+// validName reports whether the per-endpoint name rel ("<host>.<cluster
+// ID>") makes valid DNS names below svcRel in zone: host at most 63
+// octets, the whole name at most 255 in wire format. Names made of
+// lower-case letters, digits, '-' and '.' (all that the transforms let
+// through) are checked by length alone; anything else by dns.IsDomainName.
+func validName(host, rel, svcRel, zone string) bool {
+	if len(host) == 0 || len(host) > 63 {
+		return false
+	}
+	plain := true
+	for i := 0; i < len(rel) && plain; i++ {
+		c := rel[i]
+		plain = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' && i > 0 && rel[i-1] != '.'
+	}
+	if !plain || rel[len(rel)-1] == '.' {
+		_, ok := dns.IsDomainName(fqdn(rel+"."+svcRel, zone))
+		return ok
+	}
+	n := len(rel) + 1 + len(svcRel) + 1 + len(zone) // presentation, with the trailing dot
+	if zone == "." {
+		n = len(rel) + 1 + len(svcRel) + 1
+	}
+	return n+1 <= 255 // wire: one more octet than the FQDN's presentation
 }
 
 // joinOwners returns the owner names "<rel>.<base>" of names, substrings

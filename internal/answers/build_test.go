@@ -307,3 +307,20 @@ func TestReverseName(t *testing.T) {
 		assert.Equal(t, "x"+want, string(reverseName([]byte("x"), ip)), "appends")
 	}
 }
+
+// TestValidName: the length-only check agrees with dns.IsDomainName.
+func TestValidName(t *testing.T) {
+	svcRel := "svc.ns.svc"
+	for _, zone := range []string{"clusterset.local.", "."} {
+		for _, host := range []string{"a", strings.Repeat("h", 63), strings.Repeat("h", 64), "web-0", "10-1-2-3"} {
+			for _, cluster := range []string{"east", "west.eu", strings.Repeat("c", 63) + "." + strings.Repeat("d", 63) + "." + strings.Repeat("e", 63)} {
+				rel := host + "." + cluster
+				_, want := dns.IsDomainName(fqdn(rel+"."+svcRel, zone))
+				want = want && len(host) <= 63
+				assert.Equal(t, want, validName(host, rel, svcRel, zone), "%s in %s", rel, zone)
+			}
+		}
+	}
+	assert.False(t, validName("", ".east", svcRel, "clusterset.local."))
+	assert.False(t, validName("a", "a..east", svcRel, "clusterset.local."))
+}
