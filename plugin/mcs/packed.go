@@ -79,6 +79,28 @@ const optLen = 11
 
 var replyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
+// replyBuf returns a pooled buffer and its first n octets; the caller
+// puts bp back into replyBufs once the reply is written (the writers
+// copy or send it before Write returns).
+func replyBuf(n int) (bp *[]byte, buf []byte) {
+	bp = replyBufs.Get().(*[]byte)
+	if cap(*bp) < n {
+		*bp = make([]byte, 0, n)
+	}
+	return bp, (*bp)[:n]
+}
+
+// queryOPT returns the query's OPT record (nil when it has none) and
+// whether a reply written as bytes can answer it: EDNS0 version 0 and no
+// options (request.SizeAndDo would echo the supported ones).
+func queryOPT(r *dns.Msg) (*dns.OPT, bool) {
+	if len(r.Extra) == 0 {
+		return nil, true
+	}
+	opt := r.IsEdns0()
+	return opt, opt == nil || len(opt.Option) == 0 && opt.Version() == 0
+}
+
 // writePacked sends the packed reply of node as the reply to r (whose
 // single question is q, with lower-case name qname) and reports whether
 // it did; when it did not, nothing was written.
@@ -90,12 +112,9 @@ func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string
 	if pk == nil || pk.Name != qname {
 		return false
 	}
-	var opt *dns.OPT
-	if len(r.Extra) > 0 {
-		opt = r.IsEdns0()
-		if opt != nil && (len(opt.Option) > 0 || opt.Version() != 0) {
-			return false
-		}
+	opt, ok := queryOPT(r)
+	if !ok {
+		return false
 	}
 	state := request.Request{W: w, Req: r}
 	size := state.Size()
@@ -110,12 +129,7 @@ func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string
 			return false
 		}
 	}
-	n := len(tmpl) + extra
-	bp := replyBufs.Get().(*[]byte)
-	if cap(*bp) < n {
-		*bp = make([]byte, 0, n)
-	}
-	buf := (*bp)[:n]
+	bp, buf := replyBuf(len(tmpl) + extra)
 	copy(buf, tmpl)
 	if !patch(buf, r, q.Name) {
 		replyBufs.Put(bp)
@@ -205,12 +219,9 @@ func writeNegative(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname stri
 		len(q.Name) != len(qname) || len(qname) < len(z.name) || len(qname) > 254 || !rawWriter(w) {
 		return false
 	}
-	var opt *dns.OPT
-	if len(r.Extra) > 0 {
-		opt = r.IsEdns0()
-		if opt != nil && (len(opt.Option) > 0 || opt.Version() != 0) {
-			return false
-		}
+	opt, ok := queryOPT(r)
+	if !ok {
+		return false
 	}
 	for i := 0; i < len(q.Name); i++ {
 		if q.Name[i] == '\\' {
@@ -231,11 +242,7 @@ func writeNegative(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname stri
 	if n > 512 { // cannot happen for a name of at most 255 octets; be safe
 		return false
 	}
-	bp := replyBufs.Get().(*[]byte)
-	if cap(*bp) < n {
-		*bp = make([]byte, 0, n)
-	}
-	buf := (*bp)[:n]
+	bp, buf := replyBuf(n)
 	defer replyBufs.Put(bp)
 	clear(buf[:12])
 	binary.BigEndian.PutUint16(buf[0:], r.Id)
