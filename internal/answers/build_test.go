@@ -324,3 +324,13 @@ func TestValidName(t *testing.T) {
 	assert.False(t, validName("", ".east", svcRel, "clusterset.local."))
 	assert.False(t, validName("a", "a..east", svcRel, "clusterset.local."))
 }
+
+// TestUnpackableRemembered: a reply that cannot be packed is left to the
+// dns.Msg path, and not packed again on every query.
+func TestUnpackableRemembered(t *testing.T) {
+	owner := strings.Repeat("a", 64) + ".example." // a label over 63 octets
+	n := &Node{owner: owner, addrs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}, v4: 1, ttl: 5}
+	assert.Nil(t, n.Packed(owner, dns.TypeA))
+	assert.Same(t, unpackable, n.packed.Load()[0], "remembered")
+	assert.Nil(t, n.Packed(owner, dns.TypeA))
+}

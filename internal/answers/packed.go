@@ -52,28 +52,41 @@ func (n *Node) Packed(qname string, qtype uint16) *Packed {
 		return nil
 	}
 	cur := n.packed.Load()
-	if cur != nil && cur[slot] != nil {
-		return cur[slot]
+	if cur == nil || cur[slot] == nil {
+		answer, extra := n.Records(qtype)
+		if len(answer) == 0 {
+			return nil
+		}
+		p := Pack(qname, qtype, answer, extra)
+		if p == nil {
+			p = unpackable // remembered: no use trying again
+		}
+		cur = n.storePacked(cur, slot, p)
 	}
-	answer, extra := n.Records(qtype)
-	if len(answer) == 0 {
+	if cur[slot] == unpackable {
 		return nil
 	}
-	p := Pack(qname, qtype, answer, extra)
-	if p == nil {
-		return nil
-	}
+	return cur[slot]
+}
+
+// unpackable marks a reply that cannot be packed (a name longer than DNS
+// allows, under a long zone); the dns.Msg path answers it.
+var unpackable = &Packed{}
+
+// storePacked sets slot to p unless another query did first, and returns
+// the node's packed replies after that.
+func (n *Node) storePacked(cur *packedSet, slot int, p *Packed) *packedSet {
 	for {
 		var next packedSet
 		if cur != nil {
+			if cur[slot] != nil {
+				return cur
+			}
 			next = *cur
-		}
-		if next[slot] != nil {
-			return next[slot]
 		}
 		next[slot] = p
 		if n.packed.CompareAndSwap(cur, &next) {
-			return p
+			return &next
 		}
 		cur = n.packed.Load()
 	}

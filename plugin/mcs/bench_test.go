@@ -6,6 +6,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/coredns/coredns/plugin/metrics"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 
@@ -40,8 +41,9 @@ func (discard) Network() string             { return "udp" }
 
 // BenchmarkServeDNS measures the query path per kind of query: ServeDNS
 // into a ResponseWriter that drops the reply; "packed" behind the
-// server's ScrubWriter (the packed fast path where it applies), "msg" the
-// dns.Msg path (what runs behind cache, log and the like).
+// server's ScrubWriter (the packed fast path where it applies), also
+// behind the writers of two plugins before mcs, "msg" the dns.Msg path
+// (what runs behind cache, log and the like).
 func BenchmarkServeDNS(b *testing.B) {
 	p := newTestMCS(b)
 	cases := []struct {
@@ -57,13 +59,16 @@ func BenchmarkServeDNS(b *testing.B) {
 		{"PTR", "10.0.96.10.in-addr.arpa.", dns.TypePTR},
 	}
 	for _, c := range cases {
-		for _, path := range []string{"packed", "msg"} {
+		for _, path := range []string{"packed", "packed-behind-prometheus", "msg"} {
 			b.Run(c.name+"/"+path, func(b *testing.B) {
 				m := new(dns.Msg)
 				m.SetQuestion(c.qname, c.qtype)
 				m.SetEdns0(4096, false)
 				var w dns.ResponseWriter = request.NewScrubWriter(m, discard{})
-				if path == "msg" {
+				switch path {
+				case "packed-behind-prometheus": // prometheus, then errors, as Corefiles order them
+					w = front{}.wrap(front{}.wrap(metrics.NewRecorder(w)))
+				case "msg":
 					w = passThrough{w}
 				}
 				ctx := context.Background()

@@ -1,9 +1,13 @@
 package mcs
 
 import (
+	"context"
 	"encoding/binary"
+	"reflect"
 	"sync"
 
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/metrics"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
@@ -26,23 +30,57 @@ import (
 // QUERY, a class other than IN, a name with escapes, and replies that do
 // not fit the client's buffer (the dns.Msg path truncates them).
 
+// pluginWriterType is the type of the writer plugin.NextOrFailure wraps
+// around the writer it passes on (to note which plugin wrote the reply;
+// its Write passes the bytes on unchanged). It is unexported, so it is
+// learnt once by calling NextOrFailure.
+var pluginWriterType = func() reflect.Type {
+	var seen reflect.Type
+	_, _ = plugin.NextOrFailure("mcs", plugin.HandlerFunc(func(_ context.Context, w dns.ResponseWriter, _ *dns.Msg) (int, error) {
+		seen = reflect.TypeOf(w)
+		return 0, nil
+	}), context.Background(), &request.ScrubWriter{}, nil)
+	return seen
+}()
+
+// maxWrappers bounds the writers rawWriter looks through: one per plugin
+// before mcs in the chain, and the prometheus recorder.
+const maxWrappers = 32
+
+// inner returns the writer that w wraps when w is one that passes bytes
+// written with Write on unchanged (NextOrFailure's, or the prometheus
+// plugin's recorder, which counts their length and reads an unset rcode as
+// NOERROR), else nil.
+func inner(w dns.ResponseWriter) dns.ResponseWriter {
+	if t, ok := w.(*metrics.Recorder); ok {
+		if t.Recorder == nil {
+			return nil
+		}
+		return t.Recorder.ResponseWriter
+	}
+	if pluginWriterType != nil && reflect.TypeOf(w) == pluginWriterType {
+		v := reflect.ValueOf(w).Elem()
+		if v.NumField() > 0 {
+			if next, ok := v.Field(0).Interface().(dns.ResponseWriter); ok {
+				return next
+			}
+		}
+	}
+	return nil
+}
+
 // rawWriter reports whether a reply written with Write reaches the client
 // unchanged and fully accounted for: the server's own ScrubWriter (it only
 // fits messages given to WriteMsg; our templates fit already), possibly
-// wrapped by the prometheus plugin's recorder, which counts the length of
-// written bytes and reads an unset rcode as NOERROR, what every packed
-// reply is.
+// behind writers that pass bytes on (see inner). Not for DNS over QUIC:
+// its writer ends the stream in WriteMsg only.
 func rawWriter(w dns.ResponseWriter) bool {
-	for range 4 {
-		switch t := w.(type) {
-		case *request.ScrubWriter:
-			return true
-		case *metrics.Recorder:
-			if t.Recorder == nil {
-				return false
-			}
-			w = t.Recorder.ResponseWriter
-		default:
+	for range maxWrappers {
+		if sw, ok := w.(*request.ScrubWriter); ok {
+			_, quic := sw.ResponseWriter.(*dnsserver.DoQWriter)
+			return !quic && sw.ResponseWriter != nil
+		}
+		if w = inner(w); w == nil {
 			return false
 		}
 	}
@@ -60,16 +98,16 @@ func putOPT(o []byte, opt *dns.OPT) {
 	binary.BigEndian.PutUint16(o[9:], 0) // RDLENGTH
 }
 
-// setRcode tells the prometheus plugin's recorder the rcode of a reply
-// written as bytes (it reads only messages given to WriteMsg).
+// setRcode tells the prometheus plugin's recorders the rcode of a reply
+// written as bytes (they read it only from messages given to WriteMsg).
 func setRcode(w dns.ResponseWriter, rcode int) {
-	for range 4 {
-		t, ok := w.(*metrics.Recorder)
-		if !ok || t.Recorder == nil {
+	for range maxWrappers {
+		if t, ok := w.(*metrics.Recorder); ok && t.Recorder != nil {
+			t.Rcode = rcode
+		}
+		if w = inner(w); w == nil {
 			return
 		}
-		t.Rcode = rcode
-		w = t.Recorder.ResponseWriter
 	}
 }
 
@@ -139,9 +177,12 @@ func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string
 		putOPT(buf[len(tmpl):], opt)
 		binary.BigEndian.PutUint16(buf[10:], binary.BigEndian.Uint16(buf[10:])+1) // ARCOUNT
 	}
-	_, err := w.Write(buf)
+	// A failed write means the client is gone: the reply counts as
+	// written (a second try through WriteMsg could only add a frame to a
+	// broken stream).
+	_, _ = w.Write(buf)
 	replyBufs.Put(bp)
-	return err == nil
+	return true
 }
 
 // patch writes the query's ID, RD and CD bits and question name (its
@@ -298,6 +339,6 @@ func writeNegative(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname stri
 		binary.BigEndian.PutUint16(buf[10:], 1) // ARCOUNT
 	}
 	setRcode(w, rcode)
-	_, err := w.Write(buf)
-	return err == nil
+	_, _ = w.Write(buf) // as in writePacked, a failed write counts as written
+	return true
 }

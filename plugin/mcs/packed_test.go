@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/metrics"
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
@@ -263,4 +265,70 @@ func TestPatchRejectsMismatch(t *testing.T) {
 	}
 	buf := append([]byte(nil), pk...)
 	assert.True(t, patch(buf, r, "A.Bc."))
+}
+
+// front is a plugin before mcs that passes queries on the way every
+// CoreDNS plugin does (plugin.NextOrFailure wraps the writer).
+type front struct{ next plugin.Handler }
+
+func (f front) Name() string { return "front" }
+func (f front) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	return plugin.NextOrFailure(f.Name(), f.next, ctx, w, r)
+}
+
+// promLike records as the prometheus plugin does, then passes on.
+type promLike struct {
+	next plugin.Handler
+	rec  *metrics.Recorder
+}
+
+func (p *promLike) Name() string { return "prometheus" }
+func (p *promLike) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	p.rec = metrics.NewRecorder(w)
+	return plugin.NextOrFailure(p.Name(), p.next, ctx, p.rec, r)
+}
+
+// TestPackedThroughPluginChain: behind other plugins (prometheus, then
+// one more, as in every shipped Corefile) replies are still written as
+// bytes, and the prometheus recorder counts them right.
+func TestPackedThroughPluginChain(t *testing.T) {
+	p := newTestMCS(t)
+	prom := &promLike{next: front{next: p}}
+	for _, c := range []struct {
+		name  string
+		rcode int
+	}{
+		{"db.demo.svc.clusterset.local.", dns.RcodeSuccess},
+		{"nothere.demo.svc.clusterset.local.", dns.RcodeNameError},
+	} {
+		r := new(dns.Msg)
+		r.SetQuestion(c.name, dns.TypeA)
+		w := &wire{}
+		_, err := prom.ServeDNS(context.Background(), request.NewScrubWriter(r, w), r)
+		require.NoError(t, err)
+		require.NotNil(t, w.raw, "%s: written as bytes", c.name)
+		got := new(dns.Msg)
+		require.NoError(t, got.Unpack(w.raw))
+		assert.Equal(t, c.rcode, got.Rcode)
+		assert.Equal(t, c.rcode, prom.rec.Rcode, "the recorder has the rcode")
+		assert.Equal(t, len(w.raw), prom.rec.Len, "and the length")
+	}
+}
+
+// TestPackedNotOverQUIC: DNS over QUIC ends a stream only in WriteMsg.
+func TestPackedNotOverQUIC(t *testing.T) {
+	r := new(dns.Msg)
+	r.SetQuestion("db.demo.svc.clusterset.local.", dns.TypeA)
+	assert.False(t, rawWriter(request.NewScrubWriter(r, &dnsserver.DoQWriter{})))
+	assert.True(t, rawWriter(front{}.wrap(request.NewScrubWriter(r, &wire{}))))
+}
+
+// wrap returns w as plugin.NextOrFailure passes it on.
+func (front) wrap(w dns.ResponseWriter) dns.ResponseWriter {
+	var got dns.ResponseWriter
+	_, _ = plugin.NextOrFailure("front", plugin.HandlerFunc(func(_ context.Context, w dns.ResponseWriter, _ *dns.Msg) (int, error) {
+		got = w
+		return 0, nil
+	}), context.Background(), w, nil)
+	return got
 }
