@@ -717,9 +717,11 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 
 // validName reports whether the per-endpoint name rel ("<host>.<cluster
 // ID>") makes valid DNS names below svcRel in zone: host at most 63
-// octets, the whole name at most 255 in wire format. Names made of
-// lower-case letters, digits, '-' and '.' (all that the transforms let
-// through) are checked by length alone; anything else by dns.IsDomainName.
+// octets, the whole name at most 255 octets in wire format (RFC 1035; 254
+// characters written as an FQDN; dns.IsDomainName allows a little more).
+// Names made of lower-case letters, digits, '-' and '.' (all that the
+// transforms let through) are checked by length alone; anything else by
+// dns.IsDomainName as well.
 func validName(host, rel, svcRel, zone string) bool {
 	if len(host) == 0 || len(host) > 63 {
 		return false
@@ -730,8 +732,9 @@ func validName(host, rel, svcRel, zone string) bool {
 		plain = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' && i > 0 && rel[i-1] != '.'
 	}
 	if !plain || rel[len(rel)-1] == '.' {
-		_, ok := dns.IsDomainName(fqdn(rel+"."+svcRel, zone))
-		return ok
+		name := fqdn(rel+"."+svcRel, zone)
+		_, ok := dns.IsDomainName(name)
+		return ok && len(name) <= 254 // escapes only make it longer than its wire form
 	}
 	n := len(rel) + 1 + len(svcRel) + 1 + len(zone) // presentation, with the trailing dot
 	if zone == "." {

@@ -308,16 +308,24 @@ func TestReverseName(t *testing.T) {
 	}
 }
 
-// TestValidName: the length-only check agrees with dns.IsDomainName.
+// TestValidName: the length-only check agrees with dns.IsDomainName and
+// RFC 1035's 255 octets (254 characters as an FQDN), up to that boundary.
 func TestValidName(t *testing.T) {
 	svcRel := "svc.ns.svc"
+	long := strings.Repeat("c", 63) + "." + strings.Repeat("d", 63) + "."
 	for _, zone := range []string{"clusterset.local.", "."} {
 		for _, host := range []string{"a", strings.Repeat("h", 63), strings.Repeat("h", 64), "web-0", "10-1-2-3"} {
-			for _, cluster := range []string{"east", "west.eu", strings.Repeat("c", 63) + "." + strings.Repeat("d", 63) + "." + strings.Repeat("e", 63)} {
+			clusters := []string{"east", "west.eu", long + strings.Repeat("e", 63)}
+			for n := 30; n <= 40; n++ { // names of about 250 to 260 characters
+				clusters = append(clusters, long+strings.Repeat("e", n))
+			}
+			for _, cluster := range clusters {
 				rel := host + "." + cluster
-				_, want := dns.IsDomainName(fqdn(rel+"."+svcRel, zone))
-				want = want && len(host) <= 63
-				assert.Equal(t, want, validName(host, rel, svcRel, zone), "%s in %s", rel, zone)
+				name := fqdn(rel+"."+svcRel, zone)
+				_, want := dns.IsDomainName(name)
+				want = want && len(host) <= 63 && len(name) <= 254
+				assert.Equal(t, want, validName(host, rel, svcRel, zone), "%s in %s (%d)", rel, zone, len(name))
+				assert.Equal(t, want, validName(host, strings.ToUpper(rel[:1])+rel[1:], svcRel, zone), "fallback: %s", rel)
 			}
 		}
 	}

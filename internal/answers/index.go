@@ -210,6 +210,12 @@ func (ix *Index) replacePTR(rev, key string, own *ptrOwner) {
 		next = append(next, own)
 	}
 	slices.SortFunc(next, func(a, b *ptrOwner) int { return strings.Compare(a.key, b.key) })
+	if own == nil {
+		// rev belongs to the set being replaced: a substring of one
+		// string holding all its reverse names. Stored as a key, it
+		// would keep that whole string alive.
+		rev = strings.Clone(rev)
+	}
 	switch len(next) {
 	case 0:
 		delete(ix.multi, rev)

@@ -61,6 +61,9 @@ type Slice struct {
 // DeepCopyObject implements runtime.Object.
 func (s *Slice) DeepCopyObject() runtime.Object {
 	c := *s
+	if s.Slice.Endpoints == nil {
+		return &c // nil stays nil: a copy must be DeepEqual to the original
+	}
 	c.Slice.Endpoints = make([]answers.Endpoint, len(s.Slice.Endpoints))
 	for i, ep := range s.Slice.Endpoints {
 		ep.Addresses = slices.Clone(ep.Addresses)

@@ -147,3 +147,13 @@ func TestValidClusterID(t *testing.T) {
 	assert.Error(t, ValidClusterID("East"))
 	assert.Error(t, ValidClusterID(""))
 }
+
+// TestDeepCopyEqual: copies are DeepEqual to the original, rejected slices
+// included (client-go's cache mutation detector compares them).
+func TestDeepCopyEqual(t *testing.T) {
+	rejected := SliceFromEndpointSlice(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "demo"}}, time.Now())
+	require.Error(t, rejected.Err)
+	assert.Equal(t, rejected, rejected.DeepCopyObject())
+	got := ImportFromUnstructured(imp(map[string]any{"type": "Headless"}, nil), time.Now())
+	assert.Equal(t, got, got.DeepCopyObject())
+}
