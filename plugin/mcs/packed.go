@@ -9,6 +9,7 @@ import (
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/metrics"
+	cedns "github.com/coredns/coredns/plugin/pkg/edns"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 
@@ -26,7 +27,7 @@ import (
 // compression and the case of the owner names (they echo the question's
 // case). Anything the template does not cover takes the dns.Msg path:
 // a writer wrapped by a plugin that needs the *dns.Msg (cache, log,
-// dnstap, rewrite, ...), EDNS0 options in the query, an opcode other than
+// dnstap, rewrite, ...), EDNS0 options the reply would echo, an opcode other than
 // QUERY, a class other than IN, a name with escapes, and replies that do
 // not fit the client's buffer (the dns.Msg path truncates them).
 
@@ -130,13 +131,26 @@ func replyBuf(n int) (bp *[]byte, buf []byte) {
 
 // queryOPT returns the query's OPT record (nil when it has none) and
 // whether a reply written as bytes can answer it: EDNS0 version 0 and no
-// options (request.SizeAndDo would echo the supported ones).
+// option that request.SizeAndDo would echo (those some plugin registered
+// with edns.SetSupportedOption; others, such as a client's COOKIE, are
+// dropped from the reply either way).
 func queryOPT(r *dns.Msg) (*dns.OPT, bool) {
 	if len(r.Extra) == 0 {
 		return nil, true
 	}
 	opt := r.IsEdns0()
-	return opt, opt == nil || len(opt.Option) == 0 && opt.Version() == 0
+	if opt == nil {
+		return nil, true
+	}
+	if opt.Version() != 0 {
+		return opt, false
+	}
+	for _, o := range opt.Option {
+		if cedns.SupportedOption(o.Option()) {
+			return opt, false
+		}
+	}
+	return opt, true
 }
 
 // writePacked sends the packed reply of node as the reply to r (whose

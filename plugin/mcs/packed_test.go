@@ -10,6 +10,7 @@ import (
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/metrics"
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	cedns "github.com/coredns/coredns/plugin/pkg/edns"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
@@ -99,6 +100,7 @@ func TestPackedMatchesMsgPath(t *testing.T) {
 		ednsSize       uint16 // 0: no OPT
 		do, upper      bool
 		metricsWrapped bool
+		cookie         bool
 	}
 	variants := []variant{
 		{name: "plain"},
@@ -108,6 +110,7 @@ func TestPackedMatchesMsgPath(t *testing.T) {
 		{name: "edns512", ednsSize: 512},
 		{name: "tcp", tcp: true},
 		{name: "tcp-edns-upper", tcp: true, ednsSize: 1232, upper: true},
+		{name: "edns1232-cookie", ednsSize: 1232, cookie: true},
 	}
 	fast := 0
 	for _, name := range names {
@@ -126,6 +129,10 @@ func TestPackedMatchesMsgPath(t *testing.T) {
 						r.CheckingDisabled = v.cd
 						if v.ednsSize > 0 {
 							r.SetEdns0(v.ednsSize, v.do)
+						}
+						if v.cookie {
+							o := r.IsEdns0()
+							o.Option = append(o.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0123456789abcdef"})
 						}
 						return r
 					}
@@ -207,12 +214,27 @@ func TestPackedFallsBack(t *testing.T) {
 	_, _, fast := serve(t, p, r, false, nil)
 	require.True(t, fast, "baseline")
 
+	// An option no plugin registered (a client cookie) is not echoed by
+	// either path; one that some plugin registered is, by the dns.Msg path.
 	r = new(dns.Msg)
 	r.SetQuestion(name, dns.TypeA)
 	o := r.SetEdns0(1232, false).IsEdns0()
-	o.Option = append(o.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID})
-	_, _, fast = serve(t, p, r, false, nil)
-	assert.False(t, fast, "EDNS0 options")
+	o.Option = append(o.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0123456789abcdef"})
+	got, _, fast := serve(t, p, r, false, nil)
+	assert.True(t, fast, "unregistered options")
+	require.NotNil(t, got.IsEdns0())
+	assert.Empty(t, got.IsEdns0().Option)
+
+	const registered = 65001 // local/experimental use
+	cedns.SetSupportedOption(registered)
+	r = new(dns.Msg)
+	r.SetQuestion(name, dns.TypeA)
+	o = r.SetEdns0(1232, false).IsEdns0()
+	o.Option = append(o.Option, &dns.EDNS0_LOCAL{Code: registered, Data: []byte{1}})
+	got, _, fast = serve(t, p, r, false, nil)
+	assert.False(t, fast, "registered options")
+	require.NotNil(t, got.IsEdns0())
+	assert.Len(t, got.IsEdns0().Option, 1, "echoed by the dns.Msg path")
 
 	r = new(dns.Msg)
 	r.SetQuestion(name, dns.TypeA)
@@ -227,7 +249,7 @@ func TestPackedFallsBack(t *testing.T) {
 	// 500 A records: neither template fits 512 octets; the dns.Msg path truncates.
 	r = new(dns.Msg)
 	r.SetQuestion("big.demo.svc.clusterset.local.", dns.TypeA)
-	got, _, fast := serve(t, p, r, false, nil)
+	got, _, fast = serve(t, p, r, false, nil)
 	assert.False(t, fast)
 	assert.True(t, got.Truncated)
 }
