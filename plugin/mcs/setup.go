@@ -153,6 +153,12 @@ func parse(c *caddy.Controller) (*config, error) {
 	return cfg, nil
 }
 
+// maxForwardZone is the longest forward zone (as an FQDN) under which the
+// longest MCS name still fits RFC 1035's 255 octets (254 characters):
+// "_" + a 15-character port name + "._sctp." + a 63-character service +
+// "." + a 63-character namespace + ".svc." takes 155.
+const maxForwardZone = 254 - 155
+
 // parseZones normalises the zones of the stanza; CIDRs become reverse
 // zones. Without zones the plugin serves clusterset.local. At least one
 // zone must be a forward one: it names the services.
@@ -173,6 +179,9 @@ func parseZones(c *caddy.Controller, args []string) ([]string, error) {
 			z := plugin.Name(h).Normalize()
 			if !validZone(z) {
 				return nil, c.Errf("zone %q is not a valid domain name", a)
+			}
+			if !isReverse(z) && len(z) > maxForwardZone {
+				return nil, c.Errf("zone %q is too long: a forward zone may have at most %d characters, so that every name below it (_<port>._<proto>.<service>.<namespace>.svc.<zone>) fits in 255 octets", a, maxForwardZone)
 			}
 			if !contains(zones, z) {
 				zones = append(zones, z)

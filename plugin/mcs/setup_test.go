@@ -53,6 +53,9 @@ func TestParse(t *testing.T) {
 			assert.Equal(t, []string{"clusterset.local.", "10.in-addr.arpa.", "ip6.arpa."}, c.zones)
 			assert.Equal(t, []string{"clusterset.local."}, c.forwardZones())
 		}},
+		{"longest forward zone", "mcs " + strings.Repeat("z", 49) + "." + strings.Repeat("y", 48), func(t *testing.T, c *config) {
+			assert.Len(t, c.zones[0], maxForwardZone)
+		}},
 		{"cidr zone", "mcs clusterset.local 10.250.0.0/16", func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"clusterset.local.", "250.10.in-addr.arpa."}, c.zones)
 		}},
@@ -106,6 +109,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad zone chars", "mcs cluster/set.local", []string{`zone "cluster/set.local"`}},
 		{"zone with port", "mcs clusterset.local:53", []string{"no port"}},
 		{"only reverse zones", "mcs in-addr.arpa", []string{"forward"}},
+		{"zone too long", "mcs " + strings.Repeat("z", 50) + "." + strings.Repeat("y", 48), []string{"too long", "at most 99"}},
 		{"namespaces arity", "mcs {\n namespaces\n}", []string{"Wrong argument count"}},
 		{"bad namespace", "mcs {\n namespaces Demo\n}", []string{`"Demo"`}},
 		{"twice", "mcs\nmcs", []string{"once"}},
