@@ -1,6 +1,7 @@
 package compact
 
 import (
+	"encoding/json"
 	"net/netip"
 	"testing"
 	"time"
@@ -65,6 +66,17 @@ func TestImportFromUnstructured(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := ImportFromUnstructured(tt.in, time.Now())
+			// The same object as the API sends it, read into a WireImport:
+			// the same result.
+			b, err := json.Marshal(tt.in.Object)
+			require.NoError(t, err)
+			var w WireImport
+			require.NoError(t, json.Unmarshal(b, &w))
+			fromWire := ImportFromWire(&w, got.Arrived)
+			assert.Equal(t, got.Service, fromWire.Service)
+			assert.Equal(t, got.Meta, fromWire.Meta)
+			assert.Equal(t, got.Err, fromWire.Err)
+			assert.Equal(t, &w, w.DeepCopyObject())
 			if tt.errSub != "" {
 				require.Error(t, got.Err)
 				assert.Contains(t, got.Err.Error(), tt.errSub)
@@ -156,4 +168,18 @@ func TestDeepCopyEqual(t *testing.T) {
 	assert.Equal(t, rejected, rejected.DeepCopyObject())
 	got := ImportFromUnstructured(imp(map[string]any{"type": "Headless"}, nil), time.Now())
 	assert.Equal(t, got, got.DeepCopyObject())
+}
+
+// TestImportFromWireMalformed: spec or status that is not an object is a
+// rejection of that import, not a decoding error of the whole list.
+func TestImportFromWireMalformed(t *testing.T) {
+	var w WireImport
+	require.NoError(t, json.Unmarshal([]byte(`{"metadata":{"name":"web","namespace":"demo"},"spec":"oops","status":{"type":"ClusterSetIP"}}`), &w))
+	got := ImportFromWire(&w, time.Now())
+	require.Error(t, got.Err)
+	assert.Contains(t, got.Err.Error(), "spec is not an object")
+	var list WireImportList
+	require.NoError(t, json.Unmarshal([]byte(`{"metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"},"spec":[1]}]}`), &list))
+	assert.Len(t, list.Items, 2)
+	assert.Equal(t, &list, list.DeepCopyObject())
 }
