@@ -1,6 +1,8 @@
 package answers
 
 import (
+	"maps"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -45,15 +47,14 @@ type Node struct {
 
 // srvSpec is an SRV RRset: one record per target and port, in that order
 // (priority 0, equal weights summing to about 100, as CoreDNS does), with
-// the addresses of the target nodes as additional records. Its slices
-// are shared by every SRV RRset of a zone of a set (they all name the
-// same targets).
+// the addresses of the targets as additional records. The targets slice
+// is shared by every SRV RRset of a zone of a set (they all name the
+// same targets), and so is the whole spec when they have the same ports.
 type srvSpec struct {
-	targets []string
-	ports   []uint16
-	// extra are the nodes whose addresses are the additional records,
-	// in order.
-	extra []*Node
+	ports []uint16
+	// targets are the nodes the records point at (their owner names),
+	// in order; their addresses are the additional records.
+	targets []*Node
 }
 
 // Has reports whether n has records of qtype (answers.Records would
@@ -104,26 +105,40 @@ type PTR struct {
 type Set struct {
 	key       string
 	namespace string
-	typ       Type
-	// names[z] maps a name relative to <svc>.<ns>.svc.<Zones[z]> ("" is
-	// the service name itself) to its node.
-	names []table
-	// revs are the distinct reverse names of the set's addresses and
-	// owners, at the same index, the PTR targets of each (names in
-	// Zones[0], the same strings as the forward records' owner names).
-	// The Index publishes owners[i:i+1] as is, so a reverse name owned by
-	// one service costs no allocation beyond the map entry.
-	revs   []string
-	owners []ptrOwner
+	// zones[z] holds the names below and at <svc>.<ns>.svc.<Zones[z]>.
+	zones []zoneNames
+	// The PTR targets of the set's addresses: the addresses are those of
+	// the service name in Zones[0] (zones[0].top.addrs, each once), the
+	// targets nodes in Zones[0] (see ptrTargets). No reverse names are
+	// stored: the Index keys PTRs by address.
+	ptrNodes []*Node
+	ptrEnd   []uint32
 	// endpoints is the number of ready endpoints answered.
-	endpoints int
+	endpoints int32
 	// skipped counts endpoints left out because their names would not
 	// be valid DNS names (too long).
-	skipped int
-	// arena holds the set's nodes in one allocation while it lasts
-	// (its capacity is the expected number of nodes): fewer, larger
-	// objects for the garbage collector, and less heap fragmentation.
-	arena []Node
+	skipped int32
+	typ     Type
+}
+
+// zoneNames are the names of a set in one zone. Per-endpoint names, most
+// of a headless service's names, are kept in a sorted array of their
+// nodes and found by binary search on the owner names: no map or table
+// entry per endpoint.
+type zoneNames struct {
+	// top is the node of the service name itself.
+	top *Node
+	// eps are the per-endpoint names' nodes, sorted by relative name
+	// (their owner names are "<relative name>.<top.owner>").
+	eps []Node
+	// other are the remaining names, port names and empty non-terminals,
+	// sorted by relative name.
+	other []tableEntry
+}
+
+type tableEntry struct {
+	rel string
+	n   *Node
 }
 
 // Key is the Index key of the set's service.
@@ -136,143 +151,130 @@ func (s *Set) Namespace() string { return s.namespace }
 func (s *Set) Type() Type { return s.typ }
 
 // Endpoints is the number of ready endpoints the set answers with.
-func (s *Set) Endpoints() int { return s.endpoints }
+func (s *Set) Endpoints() int { return int(s.endpoints) }
 
 // Skipped is the number of ready endpoints left out because a name built
 // from them would exceed DNS limits.
-func (s *Set) Skipped() int { return s.skipped }
+func (s *Set) Skipped() int { return int(s.skipped) }
 
-// ptrOwner is one service's PTR targets of one reverse name.
-type ptrOwner struct {
-	key     string // the service's Index key
-	targets []string
+// ptrAddrs are the addresses the set has PTR records for, each once.
+func (s *Set) ptrAddrs() []netip.Addr {
+	if s == nil || len(s.zones) == 0 {
+		return nil
+	}
+	return s.zones[0].top.addrs
 }
 
-// PTRs returns the reverse entries of the set, grouped by reverse name
-// (a fresh slice; for tests and diagnostics).
+// ptrTargets returns the nodes (in Zones[0]) whose owner names are the
+// PTR targets of ptrAddrs()[j]: ptrNodes[ptrEnd[j-1]:ptrEnd[j]] when
+// ptrEnd is set; the one node of ptrNodes for every address when it has
+// one (a ClusterSetIP service: its name); else ptrNodes[j] (a headless
+// service whose every address belongs to one endpoint name).
+func (s *Set) ptrTargets(j int) []*Node {
+	if s.ptrEnd != nil {
+		start := uint32(0)
+		if j > 0 {
+			start = s.ptrEnd[j-1]
+		}
+		return s.ptrNodes[start:s.ptrEnd[j]]
+	}
+	if len(s.ptrNodes) == 1 {
+		return s.ptrNodes
+	}
+	return s.ptrNodes[j : j+1]
+}
+
+// PTRs returns the reverse entries of the set, grouped by address (a
+// fresh slice; for tests and diagnostics).
 func (s *Set) PTRs() []PTR {
 	var out []PTR
-	for i, rev := range s.revs {
-		for _, t := range s.owners[i].targets {
-			out = append(out, PTR{Reverse: rev, Target: t})
+	for j, ip := range s.ptrAddrs() {
+		rev := string(reverseName(nil, ip))
+		for _, n := range s.ptrTargets(j) {
+			out = append(out, PTR{Reverse: rev, Target: n.owner})
 		}
 	}
 	return out
 }
 
-// setPTRs stores pairs grouped by reverse name, in order of first
-// appearance, without duplicate targets, in two allocations (plus the
-// owners and names slices).
-func (s *Set) setPTRs(pairs []PTR) {
-	if len(pairs) == 0 {
-		return
-	}
-	first := make(map[string]int, len(pairs)) // reverse -> group
-	var count []int
-	for _, p := range pairs {
-		g, ok := first[p.Reverse]
-		if !ok {
-			g = len(count)
-			first[p.Reverse] = g
-			count = append(count, 0)
-		}
-		count[g]++
-	}
-	s.revs = make([]string, len(count))
-	for _, p := range pairs {
-		s.revs[first[p.Reverse]] = p.Reverse
-	}
-	targets := make([]string, len(pairs))
-	s.owners = make([]ptrOwner, len(s.revs))
-	off := 0
-	for g := range s.owners {
-		s.owners[g] = ptrOwner{key: s.key, targets: targets[off : off : off+count[g]]}
-		off += count[g]
-	}
-	for _, p := range pairs {
-		o := &s.owners[first[p.Reverse]]
-		if !slices.Contains(o.targets, p.Target) {
-			o.targets = append(o.targets, p.Target)
-		}
-	}
-	for g := range s.owners {
-		s.owners[g].targets = slices.Clip(s.owners[g].targets)
-	}
-}
-
 // Lookup returns the node of the name prefix (relative to the service
 // name, "" for the service itself) in zone index zone, or nil.
 func (s *Set) Lookup(zone int, prefix string) *Node {
-	if s == nil || zone < 0 || zone >= len(s.names) {
+	if s == nil || zone < 0 || zone >= len(s.zones) {
 		return nil
 	}
-	return s.names[zone].get(prefix)
+	z := &s.zones[zone]
+	if prefix == "" {
+		return z.top
+	}
+	if len(z.eps) > 0 {
+		cut := len(z.top.owner) + 1 // "." and the service name
+		lo, hi := 0, len(z.eps)
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			o := z.eps[m].owner
+			if o[:len(o)-cut] < prefix {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		if lo < len(z.eps) {
+			if o := z.eps[lo].owner; o[:len(o)-cut] == prefix {
+				return &z.eps[lo]
+			}
+		}
+	}
+	return findEntry(z.other, prefix)
+}
+
+// findEntry returns the node of rel in the sorted entries, or nil.
+func findEntry(entries []tableEntry, rel string) *Node {
+	if len(entries) <= 8 {
+		for i := range entries {
+			if entries[i].rel == rel {
+				return entries[i].n
+			}
+		}
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(entries, rel, func(e tableEntry, rel string) int { return strings.Compare(e.rel, rel) })
+	if !ok {
+		return nil
+	}
+	return entries[i].n
 }
 
 // Names returns the relative names of zone index zone, sorted (for tests).
 func (s *Set) Names(zone int) []string {
-	t := &s.names[zone]
-	out := make([]string, 0, len(t.m)+len(t.small))
-	for k := range t.m {
-		out = append(out, k)
+	z := &s.zones[zone]
+	out := []string{""}
+	cut := len(z.top.owner) + 1
+	for i := range z.eps {
+		o := z.eps[i].owner
+		out = append(out, o[:len(o)-cut])
 	}
-	for _, e := range t.small {
+	for _, e := range z.other {
 		out = append(out, e.rel)
 	}
 	slices.Sort(out)
 	return out
 }
 
-// table maps relative names to nodes: a map while building; once built,
-// a small table becomes a slice (a scan of a few names is as fast as a
-// map look-up, at a fraction of the size).
-type table struct {
-	m     map[string]*Node
-	small []tableEntry
-}
-
-type tableEntry struct {
-	rel string
-	n   *Node
-}
-
-// maxSmall is the most names a table keeps in a slice.
-const maxSmall = 8
-
-func (t *table) get(rel string) *Node {
-	if t.m != nil {
-		return t.m[rel]
-	}
-	for i := range t.small {
-		if t.small[i].rel == rel {
-			return t.small[i].n
-		}
-	}
-	return nil
-}
-
 // emptyNode is every empty non-terminal of a built Set; never modified.
 var emptyNode = &Node{}
 
-// freeze ends building: empty nodes become the shared emptyNode and small
-// tables slices.
-func (s *Set) freeze() {
-	for z := range s.names {
-		t := &s.names[z]
-		for rel, n := range t.m {
-			if len(n.addrs) == 0 && n.srv == nil {
-				t.m[rel] = emptyNode
-			}
-		}
-		if len(t.m) > maxSmall {
-			continue
-		}
-		t.small = make([]tableEntry, 0, len(t.m))
-		for rel, n := range t.m {
-			t.small = append(t.small, tableEntry{rel, n})
-		}
-		t.m = nil
+// sortedEntries returns the names of m as sorted entries.
+func sortedEntries(m map[string]*Node) []tableEntry {
+	if len(m) == 0 {
+		return nil
 	}
+	out := make([]tableEntry, 0, len(m))
+	for rel, n := range m {
+		out = append(out, tableEntry{rel, n})
+	}
+	slices.SortFunc(out, func(a, b tableEntry) int { return strings.Compare(a.rel, b.rel) })
+	return out
 }
 
 // Build computes the answers of one service from its import and the
@@ -286,29 +288,20 @@ func Build(svc *Service, slicesIn []*Slice, cfg Config) *Set {
 	if svc == nil || len(cfg.Zones) == 0 {
 		return nil
 	}
-	var s *Set
 	switch svc.Type {
 	case ClusterSetIP:
-		s = buildClusterSetIP(svc, cfg)
+		return buildClusterSetIP(svc, cfg)
 	case Headless:
 		if svc.EndpointsAbsent {
 			return nil
 		}
-		s = buildHeadless(svc, slicesIn, cfg)
+		return buildHeadless(svc, slicesIn, cfg)
 	}
-	if s == nil {
-		return nil
-	}
-	s.freeze()
-	return s
+	return nil
 }
 
 func newSet(svc *Service, cfg Config) *Set {
-	s := &Set{key: svc.Key(), namespace: svc.Namespace, typ: svc.Type, names: make([]table, len(cfg.Zones))}
-	for i := range s.names {
-		s.names[i].m = map[string]*Node{}
-	}
-	return s
+	return &Set{key: svc.Key(), namespace: svc.Namespace, typ: svc.Type, zones: make([]zoneNames, len(cfg.Zones))}
 }
 
 // fqdn joins a relative name and a zone.
@@ -319,34 +312,29 @@ func fqdn(rel, zone string) string {
 	return rel + "." + zone
 }
 
-func (s *Set) node(zone int, rel string) *Node {
-	n := s.names[zone].m[rel]
-	if n == nil || n == emptyNode {
-		if len(s.arena) < cap(s.arena) {
-			s.arena = s.arena[:len(s.arena)+1]
-			n = &s.arena[len(s.arena)-1]
-		} else {
-			n = &Node{}
-		}
-		s.names[zone].m[rel] = n
-	}
-	return n
-}
-
-// ent makes rel exist as an empty non-terminal unless it exists already
-// (a later node call for rel replaces it with a node of its own).
-func (s *Set) ent(zone int, rel string) {
-	if _, ok := s.names[zone].m[rel]; !ok {
-		s.names[zone].m[rel] = emptyNode
+// shareKey makes the set's key and namespace substrings of base, the
+// service's name in a zone ("<svc>.<ns>.svc.<zone>"), which the set
+// keeps anyway.
+func (s *Set) shareKey(svc *Service, base string) {
+	if n := len(svc.Name) + 1 + len(svc.Namespace); len(base) > n && base[:n] == s.key {
+		s.key = base[:n]
+		s.namespace = base[len(svc.Name)+1 : n]
 	}
 }
 
-// ents makes every name between rel (exclusive) and the service name
-// exist: for "web-0.a.b" it adds "a.b" and "b".
-func (s *Set) ents(zone int, rel string) {
+// addENTs makes every name between rel (exclusive) and the service name
+// exist in m, unless it is a name of its own (in own): for "web-0.a.b"
+// it adds "a.b" and "b".
+func addENTs(m map[string]*Node, rel string, own map[string]int) {
 	for i := strings.IndexByte(rel, '.'); i >= 0; i = strings.IndexByte(rel, '.') {
 		rel = rel[i+1:]
-		s.ent(zone, rel)
+		if _, ok := m[rel]; ok {
+			continue
+		}
+		if _, ok := own[rel]; ok {
+			continue
+		}
+		m[rel] = emptyNode
 	}
 }
 
@@ -446,7 +434,7 @@ func (n *Node) srvRRs() []dns.RR {
 	hdr := dns.RR_Header{Name: n.owner, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: n.ttl}
 	for _, t := range spec.targets {
 		for _, p := range spec.ports {
-			recs = append(recs, dns.SRV{Hdr: hdr, Priority: 0, Weight: weight, Port: p, Target: t})
+			recs = append(recs, dns.SRV{Hdr: hdr, Priority: 0, Weight: weight, Port: p, Target: t.owner})
 			out[len(recs)-1] = &recs[len(recs)-1]
 		}
 	}
@@ -455,14 +443,14 @@ func (n *Node) srvRRs() []dns.RR {
 
 func (n *Node) srvExtra() []dns.RR {
 	count := 0
-	for _, t := range n.srv.extra {
+	for _, t := range n.srv.targets {
 		count += len(t.addrs)
 	}
 	if count == 0 {
 		return nil
 	}
 	out := make([]dns.RR, 0, count)
-	for _, t := range n.srv.extra {
+	for _, t := range n.srv.targets {
 		out = addrRRs(out, t.owner, t.addrs[:t.v4], t.ttl)
 		out = addrRRs(out, t.owner, t.addrs[t.v4:], t.ttl)
 	}
@@ -497,8 +485,12 @@ func namedPorts(ports []Port) []portGroup {
 }
 
 // distinctPorts returns the distinct port numbers of the named ports: a
-// bare-name SRV answers one record per distinct (target, port).
+// bare-name SRV answers one record per distinct (target, port). With one
+// group, that group's own slice.
 func distinctPorts(groups []portGroup) []uint16 {
+	if len(groups) == 1 {
+		return groups[0].ports
+	}
 	var out []uint16
 	for _, g := range groups {
 		for _, p := range g.ports {
@@ -534,34 +526,60 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 	if len(ips) == 0 {
 		// The service exists but has no VIP: its name answers NODATA; no
 		// SRV names, since their target would not resolve.
-		for z := range cfg.Zones {
-			s.ent(z, "")
+		for z := range s.zones {
+			s.zones[z].top = emptyNode
 		}
 		return s
 	}
 	groups := namedPorts(svc.Ports)
 	bare := distinctPorts(groups)
 	svcRel := svc.Name + "." + svc.Namespace + ".svc"
-	var ptrs []PTR
 	addrs, v4 := partition(ips)
-	s.arena = make([]Node, 0, len(cfg.Zones)*(1+len(groups)))
+	// One allocation for the nodes of every zone: the service, then one
+	// per port group.
+	per := 1 + len(groups)
+	nodes := make([]Node, len(cfg.Zones)*per)
 	for z, zone := range cfg.Zones {
-		base := fqdn(svcRel, zone)
-		top := s.node(z, "")
-		top.setAddrs(base, addrs, v4, cfg.TTL)
-		targets, extra := []string{base}, []*Node{top}
-		for _, g := range groups {
-			s.node(z, g.rel).setSRV(g.rel+"."+base, &srvSpec{targets: targets, ports: g.ports, extra: extra}, cfg.TTL)
-			s.ent(z, g.proto)
+		seg := nodes[z*per : (z+1)*per]
+		top := &seg[0]
+		var base string
+		if len(groups) == 0 {
+			base = fqdn(svcRel, zone)
+		} else {
+			// The service name is a suffix of the first SRV name: one
+			// string for both.
+			first := fqdn(groups[0].rel+"."+svcRel, zone)
+			base = first[len(groups[0].rel)+1:]
+			seg[1].owner = first
 		}
-		top.setSRV(base, &srvSpec{targets: targets, ports: bare, extra: extra}, cfg.TTL)
 		if z == 0 {
-			for _, ip := range ips {
-				ptrs = append(ptrs, PTR{Reverse: string(reverseName(nil, ip)), Target: base})
+			s.shareKey(svc, base)
+		}
+		targets := []*Node{top}
+		bareSpec := &srvSpec{ports: bare, targets: targets}
+		other := make([]tableEntry, 0, 2*len(groups))
+		for i, g := range groups {
+			n := &seg[1+i]
+			owner := n.owner
+			if owner == "" {
+				owner = g.rel + "." + base
+			}
+			spec := bareSpec // the same ports when there is one group
+			if len(groups) > 1 {
+				spec = &srvSpec{ports: g.ports, targets: targets}
+			}
+			n.setSRV(owner, spec, cfg.TTL)
+			other = append(other, tableEntry{g.rel, n})
+			if !slices.ContainsFunc(other, func(e tableEntry) bool { return e.rel == g.proto }) {
+				other = append(other, tableEntry{g.proto, emptyNode})
 			}
 		}
+		slices.SortFunc(other, func(a, b tableEntry) int { return strings.Compare(a.rel, b.rel) })
+		top.setAddrs(base, addrs, v4, cfg.TTL)
+		top.setSRV(base, bareSpec, cfg.TTL)
+		s.zones[z] = zoneNames{top: top, other: slices.Clip(other)}
 	}
-	s.setPTRs(ptrs)
+	s.ptrNodes = []*Node{s.zones[0].top}
 	return s
 }
 
@@ -601,18 +619,14 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 			longest = z
 		}
 	}
-	s := newSet(svc, cfg)
 	nSlots := 0
 	for _, sl := range sorted {
 		nSlots += len(sl.Endpoints)
 	}
-	for z := range s.names {
-		s.names[z].m = make(map[string]*Node, nSlots+4)
-	}
 	var (
-		names   []endpointName
+		names   = make([]endpointName, 0, nSlots)
 		byRel   = make(map[string]int, nSlots)
-		all     []netip.Addr
+		all     = make([]netip.Addr, 0, nSlots)
 		nEps    int
 		skipped int
 	)
@@ -653,66 +667,129 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 			}
 		}
 	}
-	s.skipped = skipped
 	if nEps == 0 {
 		return nil
 	}
-	s.endpoints = nEps
+	s := newSet(svc, cfg)
+	s.skipped = int32(min(skipped, math.MaxInt32)) // #nosec G115 -- clamped
+	s.endpoints = int32(min(nEps, math.MaxInt32))  // #nosec G115 -- clamped
+	if len(all) < cap(all) {
+		all = slices.Clone(all) // no unused capacity kept
+	}
 	all = dedupAddrs(all)
 	groups := namedPorts(svc.Ports)
 	bare := distinctPorts(groups)
-	var (
-		ptrs    []PTR
-		revBuf  []byte
-		revEnds []int
-	)
 	allAddrs, allV4 := partition(all)
-	// The nodes: per zone the service, one per endpoint name, one per
-	// port group (empty non-terminals are the shared emptyNode).
-	s.arena = make([]Node, 0, len(cfg.Zones)*(1+len(names)+len(groups)))
+	// The per-endpoint nodes are kept sorted by relative name (Lookup
+	// searches them); the SRV records and PTR targets keep the order of
+	// names. pos[i] is where names[i] goes.
+	order := make([]int, len(names))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a].rel, names[b].rel) })
+	pos := make([]int, len(names))
+	for k, i := range order {
+		pos[i] = k
+	}
 	epAddrs := make([][]netip.Addr, len(names))
 	epV4 := make([]int, len(names))
 	for i, en := range names {
 		epAddrs[i], epV4[i] = partition(en.addrs)
 	}
+	// The empty non-terminals and port names, the same in every zone.
+	other := make(map[string]*Node, 2*len(groups)+2)
+	for _, en := range names {
+		addENTs(other, en.rel, byRel)
+	}
+	// One allocation for the nodes of every zone: the service, one per
+	// endpoint name, one per port group.
+	per := 1 + len(names) + len(groups)
+	nodes := make([]Node, len(cfg.Zones)*per)
 	for z, zone := range cfg.Zones {
+		seg := nodes[z*per : (z+1)*per]
+		top, eps, ports := &seg[0], seg[1:1+len(names)], seg[1+len(names):]
 		base := fqdn(svcRel, zone)
-		top := s.node(z, "")
-		top.setAddrs(base, allAddrs, allV4, cfg.TTL)
-		epNodes := make([]*Node, len(names))
+		if z == 0 {
+			s.shareKey(svc, base)
+		}
 		owners := joinOwners(names, base)
-		for i, en := range names {
-			owner := owners[i]
-			// The relative name as a prefix of owner: one string for
-			// both (and for the SRV and PTR targets).
-			rel := owner[:len(en.rel)]
-			n := s.node(z, rel)
-			n.setAddrs(owner, epAddrs[i], epV4[i], cfg.TTL)
-			s.ents(z, rel)
-			epNodes[i] = n
-			if z == 0 {
-				for _, ip := range en.addrs {
-					ptrs = append(ptrs, PTR{Target: owner})
-					revBuf = reverseName(revBuf, ip)
-					revEnds = append(revEnds, len(revBuf))
-				}
+		targets := make([]*Node, len(names))
+		for i := range names {
+			n := &eps[pos[i]]
+			n.setAddrs(owners[i], epAddrs[i], epV4[i], cfg.TTL)
+			targets[i] = n
+		}
+		bareSpec := &srvSpec{ports: bare, targets: targets}
+		zo := other
+		if len(groups) > 0 {
+			zo = maps.Clone(other)
+		}
+		for i, g := range groups {
+			spec := bareSpec // the same ports when there is one group
+			if len(groups) > 1 {
+				spec = &srvSpec{ports: g.ports, targets: targets}
+			}
+			ports[i].setSRV(g.rel+"."+base, spec, cfg.TTL)
+			zo[g.rel] = &ports[i]
+			if _, ok := zo[g.proto]; !ok {
+				zo[g.proto] = emptyNode
 			}
 		}
-		for _, g := range groups {
-			s.node(z, g.rel).setSRV(g.rel+"."+base, &srvSpec{targets: owners, ports: g.ports, extra: epNodes}, cfg.TTL)
-			s.ent(z, g.proto)
+		top.setAddrs(base, allAddrs, allV4, cfg.TTL)
+		top.setSRV(base, bareSpec, cfg.TTL)
+		s.zones[z] = zoneNames{top: top, eps: eps, other: sortedEntries(zo)}
+		if z == 0 {
+			s.ptrNodes, s.ptrEnd = headlessPTRs(allAddrs, epAddrs, targets)
 		}
-		top.setSRV(base, &srvSpec{targets: owners, ports: bare, extra: epNodes}, cfg.TTL)
 	}
-	// The reverse names, in one string.
-	revs := string(revBuf)
-	start := 0
-	for i, end := range revEnds {
-		ptrs[i].Reverse = revs[start:end]
-		start = end
-	}
-	s.setPTRs(ptrs)
 	return s
+}
+
+// headlessPTRs returns the PTR targets of a headless set (see
+// Set.ptrTargets): for each of addrs, the nodes among targets whose
+// addresses (epAddrs, at the same index) include it, in order.
+func headlessPTRs(addrs []netip.Addr, epAddrs [][]netip.Addr, targets []*Node) ([]*Node, []uint32) {
+	at := make(map[netip.Addr]int, len(addrs))
+	for j, ip := range addrs {
+		at[ip] = j
+	}
+	count := make([]uint32, len(addrs))
+	pairs := 0
+	for _, ips := range epAddrs {
+		for _, ip := range ips {
+			count[at[ip]]++
+			pairs++
+		}
+	}
+	nodes := make([]*Node, pairs)
+	if pairs == len(addrs) {
+		// Every address has one target: nodes[j] is it.
+		for i, ips := range epAddrs {
+			for _, ip := range ips {
+				nodes[at[ip]] = targets[i]
+			}
+		}
+		return nodes, nil
+	}
+	end := make([]uint32, len(addrs))
+	var sum uint32
+	for j, c := range count {
+		sum += c
+		end[j] = sum
+	}
+	fill := make([]uint32, len(addrs)) // next free slot of each address
+	for j := range fill {
+		fill[j] = end[j] - count[j]
+	}
+	for i, ips := range epAddrs {
+		for _, ip := range ips {
+			j := at[ip]
+			nodes[fill[j]] = targets[i]
+			fill[j]++
+		}
+	}
+	return nodes, end
 }
 
 // validName reports whether the per-endpoint name rel ("<host>.<cluster

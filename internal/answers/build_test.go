@@ -342,3 +342,111 @@ func TestUnpackableRemembered(t *testing.T) {
 	assert.Same(t, unpackable, n.packed.Load()[0], "remembered")
 	assert.Nil(t, n.Packed(owner, dns.TypeA))
 }
+
+// TestParseReverse: parseReverse inverts reverseName exactly, and names
+// that are not an address's one reverse name (leading zeros, missing or
+// extra labels, upper-case or out-of-range digits) are no address.
+func TestParseReverse(t *testing.T) {
+	for _, s := range []string{"10.1.2.3", "0.0.0.0", "255.255.255.255", "1.20.100.9", "fd00::1", "2001:db8:abcd:12::ff", "::", "::ffff:10.1.2.3", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"} {
+		ip := netip.MustParseAddr(s)
+		got, ok := parseReverse(string(reverseName(nil, ip)))
+		require.True(t, ok, s)
+		assert.Equal(t, ip, got, s)
+	}
+	v6 := string(reverseName(nil, netip.MustParseAddr("fd00::a")))
+	for _, bad := range []string{
+		"", "in-addr.arpa.", ".in-addr.arpa.", "1.2.3.in-addr.arpa.", "1.2.3.4.5.in-addr.arpa.",
+		"01.2.3.4.in-addr.arpa.", "256.2.3.4.in-addr.arpa.", "1.2..4.in-addr.arpa.", "1.2.3.x.in-addr.arpa.",
+		"1.2.3.4.in-addr.arpa", "1234.2.3.4.in-addr.arpa.", "-1.2.3.4.in-addr.arpa.",
+		strings.ToUpper(v6[:1]) + v6[1:], v6[2:], "0." + v6, strings.Replace(v6, ".", "x", 1),
+		"g" + v6[1:], "ip6.arpa.",
+	} {
+		_, ok := parseReverse(bad)
+		assert.False(t, ok, "%q", bad)
+	}
+}
+
+// FuzzParseReverse: whatever parseReverse accepts is exactly the reverse
+// name of the address it returns.
+func FuzzParseReverse(f *testing.F) {
+	f.Add("3.2.1.10.in-addr.arpa.")
+	f.Add(string(reverseName(nil, netip.MustParseAddr("fd00::1"))))
+	f.Add("03.2.1.10.in-addr.arpa.")
+	f.Fuzz(func(t *testing.T, name string) {
+		ip, ok := parseReverse(name)
+		if ok && string(reverseName(nil, ip)) != name {
+			t.Fatalf("%q parsed as %s, whose reverse name is %q", name, ip, reverseName(nil, ip))
+		}
+	})
+}
+
+// TestHeadlessSharedAddresses: an address of several endpoint names has
+// all of them as PTR targets, in endpoint order; the Index answers them.
+func TestHeadlessSharedAddresses(t *testing.T) {
+	svc := &Service{Namespace: "demo", Name: "db", Type: Headless}
+	s := Build(svc, []*Slice{{Name: "a", ClusterID: "east", Endpoints: []Endpoint{
+		ep("db-1", yes, "10.1.0.6", "10.1.0.5"),
+		ep("db-0", yes, "10.1.0.5"),
+		ep("db-2", yes, "10.1.0.7"),
+	}}}, cfg)
+	require.NotNil(t, s)
+	assert.Equal(t, []PTR{
+		{"6.0.1.10.in-addr.arpa.", "db-1.east.db.demo.svc.clusterset.local."},
+		{"5.0.1.10.in-addr.arpa.", "db-1.east.db.demo.svc.clusterset.local."},
+		{"5.0.1.10.in-addr.arpa.", "db-0.east.db.demo.svc.clusterset.local."},
+		{"7.0.1.10.in-addr.arpa.", "db-2.east.db.demo.svc.clusterset.local."},
+	}, s.PTRs())
+	ix := NewIndex(5)
+	ix.Put(s.Key(), s)
+	var got []string
+	for _, rr := range ix.PTR("5.0.1.10.in-addr.arpa.") {
+		got = append(got, rr.(*dns.PTR).Ptr)
+	}
+	assert.Equal(t, []string{"db-1.east.db.demo.svc.clusterset.local.", "db-0.east.db.demo.svc.clusterset.local."}, got)
+	assert.Len(t, ix.PTR("7.0.1.10.in-addr.arpa."), 1)
+	ix.Put(s.Key(), nil)
+	assert.Nil(t, ix.PTR("5.0.1.10.in-addr.arpa."))
+	assert.False(t, ix.HasPTR("6.0.1.10.in-addr.arpa."))
+}
+
+// TestHeadlessManyNames: with more names than a linear scan covers, every
+// name is found (endpoint names by binary search, the others in their
+// table), its neighbours in sort order are not, and SRV keeps endpoint
+// order.
+func TestHeadlessManyNames(t *testing.T) {
+	svc := &Service{Namespace: "demo", Name: "db", Type: Headless, Ports: []Port{{Name: "pg", Protocol: "tcp", Port: 5432}}}
+	var eps []Endpoint
+	for i := 40; i > 0; i-- {
+		host := fmt.Sprintf("db-%d", i)
+		if i%3 == 0 {
+			host = "" // a dashed-IP name
+		}
+		if i%7 == 0 {
+			host = fmt.Sprintf("x.h%d", i) // a dotted hostname makes an empty non-terminal
+		}
+		eps = append(eps, ep(host, yes, fmt.Sprintf("10.1.0.%d", i)))
+	}
+	s := Build(svc, []*Slice{
+		{Name: "a", ClusterID: "east", Endpoints: eps[:20]},
+		{Name: "b", ClusterID: "west.eu", Endpoints: eps[20:]},
+	}, cfg)
+	require.NotNil(t, s)
+	names := s.Names(0)
+	assert.Len(t, names, 1+40+5+2+3, "service, endpoints, dotted-hostname ENTs, cluster ENTs (east, west.eu, eu), port name and _tcp")
+	for _, rel := range names {
+		n := s.Lookup(0, rel)
+		require.NotNil(t, n, rel)
+		if strings.Count(rel, ".") >= 1 && strings.HasPrefix(rel, "db-") || strings.HasPrefix(rel, "10-") {
+			assert.Equal(t, rel+".db.demo.svc."+zone, n.owner)
+			assert.True(t, n.Has(dns.TypeA), rel)
+		}
+		for _, miss := range []string{rel + "a", rel + ".", "0" + rel} {
+			if !slices.Contains(names, miss) {
+				assert.Nil(t, s.Lookup(0, miss), miss)
+			}
+		}
+	}
+	srv := recs(s.Lookup(0, "_pg._tcp"), dns.TypeSRV)
+	require.Len(t, srv, 40)
+	assert.Equal(t, "db-40.east.db.demo.svc."+zone, srv[0].(*dns.SRV).Target, "endpoint order: slice a first, then as listed")
+}

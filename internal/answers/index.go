@@ -1,6 +1,7 @@
 package answers
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -21,17 +22,19 @@ type Index struct {
 
 	services   *xsync.MapOf[string, *Set]
 	namespaces *xsync.MapOf[string, int]
-	// ptr maps a reverse name to its PTR targets: when one service owns
-	// the name, a pointer into that Set's own owners (no allocation
-	// beyond the map entry); when several do, a merged entry (key "")
-	// with their targets by service key, without duplicates. PTR records
-	// are built per query.
-	ptr *xsync.MapOf[string, *ptrOwner]
+	// ptr4 and ptr6 map an address to its PTR targets: when one service
+	// has the address, a reference into that Set's own targets; when
+	// several do, a merged Set (key "") with their targets by service
+	// key, without duplicates. Keyed by address rather than reverse name,
+	// an entry is 24 bytes for IPv4 and stores no name; PTR records are
+	// built per query.
+	ptr4 *xsync.MapOf[[4]byte, ptrRef]
+	ptr6 *xsync.MapOf[[16]byte, ptrRef]
 
 	// mu serialises writers; multi is writer-only bookkeeping: the
-	// owners of the reverse names that several services own, by key.
+	// owners of the addresses that several services have, by key.
 	mu    sync.Mutex
-	multi map[string][]*ptrOwner
+	multi map[netip.Addr][]ptrRef
 
 	serial atomic.Uint32
 	// counts, for metrics
@@ -45,8 +48,9 @@ func NewIndex(ttl uint32) *Index {
 		ttl:        ttl,
 		services:   xsync.NewMapOf[string, *Set](),
 		namespaces: xsync.NewMapOf[string, int](),
-		ptr:        xsync.NewMapOf[string, *ptrOwner](),
-		multi:      map[string][]*ptrOwner{},
+		ptr4:       xsync.NewMapOf[[4]byte, ptrRef](),
+		ptr6:       xsync.NewMapOf[[16]byte, ptrRef](),
+		multi:      map[netip.Addr][]ptrRef{},
 	}
 	ix.serial.Store(uint32(time.Now().Unix())) // #nosec G115 -- SOA serial from Unix time
 	return ix
@@ -64,10 +68,45 @@ func (ix *Index) HasNamespace(ns string) bool {
 	return n > 0
 }
 
+// ptrRef is the PTR targets of one address: set.ptrTargets(j).
+type ptrRef struct {
+	set *Set
+	j   uint32
+}
+
+func (r ptrRef) targets() []*Node { return r.set.ptrTargets(int(r.j)) }
+
+func (ix *Index) loadPTR(ip netip.Addr) (ptrRef, bool) {
+	if ip.Is4() {
+		return ix.ptr4.Load(ip.As4())
+	}
+	return ix.ptr6.Load(ip.As16())
+}
+
+func (ix *Index) storePTR(ip netip.Addr, r ptrRef) {
+	if ip.Is4() {
+		ix.ptr4.Store(ip.As4(), r)
+		return
+	}
+	ix.ptr6.Store(ip.As16(), r)
+}
+
+func (ix *Index) deletePTR(ip netip.Addr) {
+	if ip.Is4() {
+		ix.ptr4.Delete(ip.As4())
+		return
+	}
+	ix.ptr6.Delete(ip.As16())
+}
+
 // HasPTR reports whether the lower-case reverse name has PTR records.
 func (ix *Index) HasPTR(reverse string) bool {
-	o, _ := ix.ptr.Load(reverse)
-	return o != nil
+	ip, ok := parseReverse(reverse)
+	if !ok {
+		return false
+	}
+	_, ok = ix.loadPTR(ip)
+	return ok
 }
 
 // ptrOne is a single PTR record and the slice that holds it, allocated
@@ -78,24 +117,32 @@ type ptrOne struct {
 }
 
 // PTR returns the PTR records of a lower-case reverse name, or nil: the
-// targets of the services that own it, by service key, without
+// targets of the services that have its address, by service key, without
 // duplicates. The slice and records are fresh (built per call; one
 // allocation for a single record).
 func (ix *Index) PTR(reverse string) []dns.RR {
-	o, _ := ix.ptr.Load(reverse)
-	if o == nil || len(o.targets) == 0 {
+	ip, ok := parseReverse(reverse)
+	if !ok {
+		return nil
+	}
+	r, ok := ix.loadPTR(ip)
+	if !ok {
+		return nil
+	}
+	targets := r.targets()
+	if len(targets) == 0 {
 		return nil
 	}
 	hdr := dns.RR_Header{Name: reverse, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: ix.ttl}
-	if len(o.targets) == 1 {
-		one := &ptrOne{ptr: dns.PTR{Hdr: hdr, Ptr: o.targets[0]}}
+	if len(targets) == 1 {
+		one := &ptrOne{ptr: dns.PTR{Hdr: hdr, Ptr: targets[0].owner}}
 		one.rrs[0] = &one.ptr
 		return one.rrs[:]
 	}
-	recs := make([]dns.PTR, len(o.targets))
-	rrs := make([]dns.RR, len(o.targets))
-	for i, t := range o.targets {
-		recs[i] = dns.PTR{Hdr: hdr, Ptr: t}
+	recs := make([]dns.PTR, len(targets))
+	rrs := make([]dns.RR, len(targets))
+	for i, t := range targets {
+		recs[i] = dns.PTR{Hdr: hdr, Ptr: t.owner}
 		rrs[i] = &recs[i]
 	}
 	return rrs
@@ -160,81 +207,131 @@ func (ix *Index) addNamespace(ns string, delta int) {
 	})
 }
 
-// updatePTR replaces the PTR contributions of service key: the reverse
-// names of old that set lacks lose key, those of set get set's targets.
+// updatePTR replaces the PTR contributions of service key: the addresses
+// of old that set lacks lose key, those of set get set's targets.
 func (ix *Index) updatePTR(key string, old, set *Set) {
-	var revs []string
-	var owners []ptrOwner
-	if set != nil {
-		revs, owners = set.revs, set.owners
-	}
-	if old != nil && len(old.revs) > 0 {
-		keep := make(map[string]bool, len(revs))
-		for _, rev := range revs {
-			keep[rev] = true
+	addrs := set.ptrAddrs()
+	if oldAddrs := old.ptrAddrs(); len(oldAddrs) > 0 {
+		keep := make(map[netip.Addr]struct{}, len(addrs))
+		for _, ip := range addrs {
+			keep[ip] = struct{}{}
 		}
-		for _, rev := range old.revs {
-			if !keep[rev] {
-				ix.replacePTR(rev, key, nil)
+		for _, ip := range oldAddrs {
+			if _, ok := keep[ip]; !ok {
+				ix.replacePTR(ip, key, ptrRef{})
 			}
 		}
 	}
-	for i, rev := range revs {
-		ix.replacePTR(rev, key, &owners[i])
+	for j, ip := range addrs {
+		ix.replacePTR(ip, key, ptrRef{set: set, j: uint32(j)}) // #nosec G115 -- at most the addresses of a service
 	}
 }
 
-// replacePTR sets the targets of service key at reverse name rev to own
-// (nil: none), keeping the other services' ones.
-func (ix *Index) replacePTR(rev, key string, own *ptrOwner) {
-	list, shared := ix.multi[rev]
+// replacePTR sets the targets of service key at address ip to own (a
+// zero ptrRef: none), keeping the other services' ones.
+func (ix *Index) replacePTR(ip netip.Addr, key string, own ptrRef) {
+	list, shared := ix.multi[ip]
 	if !shared {
-		cur, _ := ix.ptr.Load(rev)
-		if cur == nil || cur.key == key {
-			if own == nil {
-				ix.ptr.Delete(rev)
+		cur, ok := ix.loadPTR(ip)
+		if !ok || cur.set.key == key {
+			if own.set == nil {
+				ix.deletePTR(ip)
 			} else {
-				ix.ptr.Store(rev, own)
+				ix.storePTR(ip, own)
 			}
 			return
 		}
-		list = []*ptrOwner{cur}
+		list = []ptrRef{cur}
 	}
-	next := make([]*ptrOwner, 0, len(list)+1)
+	next := make([]ptrRef, 0, len(list)+1)
 	for _, o := range list {
-		if o.key != key {
+		if o.set.key != key {
 			next = append(next, o)
 		}
 	}
-	if own != nil {
+	if own.set != nil {
 		next = append(next, own)
 	}
-	slices.SortFunc(next, func(a, b *ptrOwner) int { return strings.Compare(a.key, b.key) })
-	if own == nil {
-		// rev belongs to the set being replaced: a substring of one
-		// string holding all its reverse names. Stored as a key, it
-		// would keep that whole string alive.
-		rev = strings.Clone(rev)
-	}
+	slices.SortFunc(next, func(a, b ptrRef) int { return strings.Compare(a.set.key, b.set.key) })
 	switch len(next) {
 	case 0:
-		delete(ix.multi, rev)
-		ix.ptr.Delete(rev)
+		delete(ix.multi, ip)
+		ix.deletePTR(ip)
 	case 1:
-		delete(ix.multi, rev)
-		ix.ptr.Store(rev, next[0])
+		delete(ix.multi, ip)
+		ix.storePTR(ip, next[0])
 	default:
-		ix.multi[rev] = next
-		merged := &ptrOwner{}
+		ix.multi[ip] = next
+		merged := &Set{}
 		seen := map[string]bool{}
 		for _, o := range next {
-			for _, t := range o.targets {
-				if !seen[strings.ToLower(t)] {
-					seen[strings.ToLower(t)] = true
-					merged.targets = append(merged.targets, t)
+			for _, t := range o.targets() {
+				if lower := strings.ToLower(t.owner); !seen[lower] {
+					seen[lower] = true
+					merged.ptrNodes = append(merged.ptrNodes, t)
 				}
 			}
 		}
-		ix.ptr.Store(rev, merged)
+		merged.ptrEnd = []uint32{uint32(len(merged.ptrNodes))} // #nosec G115 -- a few services
+		ix.storePTR(ip, ptrRef{set: merged})
 	}
+}
+
+// parseReverse returns the address whose reverse name, as reverseName
+// writes it (lower case, no leading zeros, every label present), is
+// name; false for any other name, so that a name maps to an address only
+// when it is that address's one reverse name.
+func parseReverse(name string) (netip.Addr, bool) {
+	if rest, ok := strings.CutSuffix(name, ".in-addr.arpa."); ok {
+		var a [4]byte
+		for i := 3; i >= 0; i-- {
+			label := rest
+			if i > 0 {
+				dot := strings.IndexByte(rest, '.')
+				if dot < 0 {
+					return netip.Addr{}, false
+				}
+				label, rest = rest[:dot], rest[dot+1:]
+			}
+			if len(label) == 0 || len(label) > 3 || len(label) > 1 && label[0] == '0' {
+				return netip.Addr{}, false
+			}
+			v := 0
+			for k := 0; k < len(label); k++ {
+				c := label[k]
+				if c < '0' || c > '9' {
+					return netip.Addr{}, false
+				}
+				v = v*10 + int(c-'0')
+			}
+			if v > 255 {
+				return netip.Addr{}, false
+			}
+			a[i] = byte(v)
+		}
+		return netip.AddrFrom4(a), true
+	}
+	if rest, ok := strings.CutSuffix(name, ".ip6.arpa."); ok {
+		if len(rest) != 63 { // 32 nibbles and the 31 dots between them
+			return netip.Addr{}, false
+		}
+		var a [16]byte
+		for k := range 32 {
+			if k < 31 && rest[2*k+1] != '.' {
+				return netip.Addr{}, false
+			}
+			nib := strings.IndexByte(hexDigits, rest[2*k])
+			if nib < 0 {
+				return netip.Addr{}, false
+			}
+			// Labels go from the low nibble of the last octet up.
+			if k%2 == 0 {
+				a[15-k/2] |= byte(nib)
+			} else {
+				a[15-k/2] |= byte(nib) << 4
+			}
+		}
+		return netip.AddrFrom16(a), true
+	}
+	return netip.Addr{}, false
 }
