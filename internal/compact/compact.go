@@ -101,7 +101,7 @@ func field(u *unstructured.Unstructured, name string) (any, bool) {
 }
 
 func readImport(u *unstructured.Unstructured) (answers.Service, error) {
-	svc := answers.Service{Namespace: u.GetNamespace(), Name: u.GetName()}
+	svc := answers.Service{Namespace: intern(u.GetNamespace()), Name: u.GetName()}
 	if errs := validation.IsDNS1123Label(svc.Name); len(errs) > 0 {
 		return svc, fmt.Errorf("name %q is not a DNS label: %s", svc.Name, strings.Join(errs, "; "))
 	}
@@ -171,14 +171,18 @@ func readPort(name, proto string, number any) (answers.Port, error) {
 			return answers.Port{}, fmt.Errorf("port name %q: %s", name, strings.Join(errs, "; "))
 		}
 	}
+	var lower string // constants: no string per port
 	switch proto {
-	case "":
-		proto = "TCP"
-	case "TCP", "UDP", "SCTP":
+	case "", "TCP":
+		lower = "tcp"
+	case "UDP":
+		lower = "udp"
+	case "SCTP":
+		lower = "sctp"
 	default:
 		return answers.Port{}, fmt.Errorf("port %d: protocol %q is not TCP, UDP or SCTP", n, proto)
 	}
-	return answers.Port{Name: name, Protocol: strings.ToLower(proto), Port: uint16(n)}, nil
+	return answers.Port{Name: intern(name), Protocol: lower, Port: uint16(n)}, nil
 }
 
 // ParseIP parses an IPv4 or IPv6 address as DNS answers can carry it: no
@@ -217,7 +221,7 @@ func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice
 		s.Err = err
 		return s
 	}
-	s.Slice.ClusterID = id
+	s.Slice.ClusterID = intern(id)
 	var v6 bool
 	switch es.AddressType {
 	case discoveryv1.AddressTypeIPv4:

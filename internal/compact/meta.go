@@ -1,6 +1,8 @@
 package compact
 
 import (
+	"unique"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,7 +19,17 @@ type Meta struct {
 }
 
 func metaOf(m v1.Object) Meta {
-	return Meta{Namespace: m.GetNamespace(), Name: m.GetName(), ResourceVersion: m.GetResourceVersion()}
+	return Meta{Namespace: intern(m.GetNamespace()), Name: m.GetName(), ResourceVersion: m.GetResourceVersion()}
+}
+
+// intern returns the canonical copy of s: namespaces, cluster IDs and port
+// names repeat across thousands of objects, and each decoded object would
+// otherwise keep a copy of its own.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
 }
 
 var _ v1.Object = (*Meta)(nil)
