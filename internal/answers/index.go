@@ -230,6 +230,9 @@ func (ix *Index) updatePTR(key string, old, set *Set) {
 // replacePTR sets the targets of service key at address ip to own (a
 // zero ptrRef: none), keeping the other services' ones.
 func (ix *Index) replacePTR(ip netip.Addr, key string, own ptrRef) {
+	// The maps key by the address's bytes; so must multi (an IPv6 zone is
+	// not part of a reverse name).
+	ip = ip.WithZone("")
 	list, shared := ix.multi[ip]
 	if !shared {
 		cur, ok := ix.loadPTR(ip)

@@ -2,6 +2,7 @@ package answers
 
 import (
 	"fmt"
+	"net/netip"
 	"sync"
 	"testing"
 
@@ -173,4 +174,21 @@ func TestIndexPTRSharedByThree(t *testing.T) {
 		}
 		return out
 	}())
+}
+
+// TestIndexPTRZonedAddress: an IPv6 zone is not part of the reverse name,
+// so a zoned and an unzoned address are one PTR entry, with one
+// bookkeeping (compact rejects zoned addresses; the Index holds anyway).
+func TestIndexPTRZonedAddress(t *testing.T) {
+	ix := NewIndex(5)
+	a := Build(&Service{Namespace: "ns", Name: "a", Type: ClusterSetIP, IPs: ips("fe80::1%eth0")}, nil, cfg)
+	b := Build(&Service{Namespace: "ns", Name: "b", Type: ClusterSetIP, IPs: ips("fe80::1")}, nil, cfg)
+	ix.Put(a.Key(), a)
+	ix.Put(b.Key(), b)
+	rev := string(reverseName(nil, netip.MustParseAddr("fe80::1")))
+	assert.Len(t, ix.PTR(rev), 2)
+	ix.Put(a.Key(), nil)
+	ix.Put(b.Key(), nil)
+	assert.Nil(t, ix.PTR(rev))
+	assert.Empty(t, ix.multi)
 }
