@@ -32,6 +32,16 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, 2*time.Minute, o.EndpointGracePeriod, "default grace period")
 	assert.Equal(t, ":8080", o.MetricsAddr)
 	assert.Empty(t, o.ImportInto, "default: import into every member")
+	assert.Zero(t, o.QPS, "default: no client-side limit")
+	assert.Zero(t, o.Burst)
+
+	o, err = importer.ParseFlags([]string{"--contexts=a", "--kube-api-qps", "50"}, &out)
+	require.NoError(t, err)
+	assert.Equal(t, float32(50), o.QPS)
+	assert.Equal(t, 100, o.Burst, "burst defaults to twice the rate")
+	o, err = importer.ParseFlags([]string{"--contexts=a", "--kube-api-qps", "0.2"}, &out)
+	require.NoError(t, err)
+	assert.Equal(t, 1, o.Burst, "at least 1")
 
 	_, err = importer.ParseFlags([]string{"--help"}, &out)
 	assert.True(t, errors.Is(err, flag.ErrHelp))
@@ -45,6 +55,10 @@ func TestParseFlags(t *testing.T) {
 		{"--contexts", "a", "--endpoint-grace-period", "-1s"},
 		{"--contexts", "a", "--health-probe-interval", "0s"},
 		{"--contexts", "a", "--nope"},
+		{"--contexts", "a", "--kube-api-qps", "-1"},
+		{"--contexts", "a", "--kube-api-qps", "x"},
+		{"--contexts", "a", "--kube-api-burst", "10"},
+		{"--contexts", "a", "--kube-api-qps", "5", "--kube-api-burst", "-1"},
 	} {
 		_, err := importer.ParseFlags(args, &out)
 		assert.Error(t, err, "%v", args)

@@ -54,7 +54,10 @@ type Options struct {
 	Resync time.Duration
 	// Workers is the number of reconcile workers.
 	Workers int
-	// QPS and Burst limit each member client's requests.
+	// QPS and Burst set a client-side limit on each member client's
+	// requests; QPS 0 means none (the default): the API servers' Priority
+	// and Fairness queue the importer's requests as they do any client's.
+	// Burst 0 with a QPS means twice the QPS.
 	QPS   float32
 	Burst int
 	// ProbeInterval is how often each member's API is probed.
@@ -107,9 +110,7 @@ func DefaultOptions() Options {
 		MetricsAddr:          ":8080",
 		EndpointGracePeriod:  2 * time.Minute,
 		Resync:               10 * time.Minute,
-		Workers:              8,
-		QPS:                  100,
-		Burst:                200,
+		Workers:              16,
 		ProbeInterval:        5 * time.Second,
 		CacheSyncTimeout:     2 * time.Minute,
 		ConnectTimeout:       30 * time.Second,
@@ -180,12 +181,12 @@ Flags (one or two leading dashes):
 	fs.DurationVar(&o.EndpointGracePeriod, "endpoint-grace-period", o.EndpointGracePeriod, "how long the last known endpoints of a member whose API is unreachable stay served before they are withdrawn")
 	fs.DurationVar(&o.Resync, "resync", o.Resync, "period of full resyncs, which compare desired with actual state and write only differences (0: none)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "number of reconcile workers")
-	fs.Func("kube-api-qps", "client-side `rate` limit, in requests per second, to each member cluster's API (default 100)", func(v string) error {
+	fs.Func("kube-api-qps", "client-side `rate` limit, in requests per second, to each member cluster's API (default 0: none; the API servers' Priority and Fairness queue the importer's requests like any client's)", func(v string) error {
 		f, err := strconv.ParseFloat(v, 32)
 		o.QPS = float32(f)
 		return err
 	})
-	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "client-side burst of requests to each member cluster's API")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of the client-side limit (default: twice --kube-api-qps)")
 	fs.DurationVar(&o.ProbeInterval, "health-probe-interval", o.ProbeInterval, "how often each member cluster's API is probed (GET /readyz) to notice it going away and coming back")
 	fs.DurationVar(&o.CacheSyncTimeout, "cache-sync-timeout", o.CacheSyncTimeout, "how long to wait for a member cluster's informer caches to sync")
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long start-up may take to reach each member cluster (cluster ID and API discovery)")
@@ -240,8 +241,13 @@ func (o *Options) Validate() error {
 	if o.Workers < 1 {
 		errs = append(errs, errors.New("--workers must be at least 1"))
 	}
-	if o.QPS <= 0 || o.Burst <= 0 {
-		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	switch {
+	case o.QPS < 0 || o.Burst < 0:
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must not be negative"))
+	case o.QPS == 0 && o.Burst > 0:
+		errs = append(errs, errors.New("--kube-api-burst needs --kube-api-qps"))
+	case o.QPS > 0 && o.Burst == 0:
+		o.Burst = max(1, int(2*o.QPS))
 	}
 	if o.ProbeInterval <= 0 {
 		errs = append(errs, errors.New("--health-probe-interval must be positive"))
@@ -425,6 +431,9 @@ func connect(ctx context.Context, o Options) ([]*members.Member, error) {
 				return
 			}
 			cfg.QPS, cfg.Burst = o.QPS, o.Burst
+			if o.QPS == 0 {
+				cfg.QPS = -1 // client-go: no client-side limiter
+			}
 			cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
 			defer cancel()
 			ms[i], errs[i] = members.Connect(cctx, cfg, name)

@@ -67,7 +67,10 @@ func LoadConfig(path, contextName string) (*rest.Config, error) {
 func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = 100, 200
+		// No client-side limit (client-go would otherwise apply its
+		// default of 5/s): the API server's Priority and Fairness is
+		// what protects it, as controller-runtime now assumes too.
+		cfg.QPS = -1
 	}
 	cfg.UserAgent = "mcs-importer"
 	m := &Member{Context: contextName, Config: cfg}
