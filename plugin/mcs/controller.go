@@ -18,6 +18,7 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
@@ -191,7 +192,7 @@ func (c *controller) run(ctx context.Context) {
 	prebuilt := make(chan int)
 	go func() { prebuilt <- c.prebuild(ctx, stopPrebuild) }()
 	began := time.Now()
-	listed := cache.WaitForCacheSync(ctx.Done(), synced...)
+	listed := waitSynced(ctx, syncPollEvery, synced...)
 	close(stopPrebuild)
 	early := <-prebuilt
 	if listed {
@@ -208,6 +209,26 @@ func (c *controller) run(ctx context.Context) {
 	}
 	<-ctx.Done()
 	wg.Wait()
+}
+
+// syncPollEvery is how often start-up checks whether the initial lists are
+// in. client-go's WaitForCacheSync checks every 100 ms: up to 100 ms of
+// answering SERVFAIL after the lists have arrived; a check is a few
+// atomic loads.
+const syncPollEvery = 2 * time.Millisecond
+
+// waitSynced is cache.WaitForCacheSync with a finer poll (syncPollEvery):
+// it reports whether every registration synced before ctx ended.
+func waitSynced(ctx context.Context, every time.Duration, synced ...cache.InformerSynced) bool {
+	err := wait.PollUntilContextCancel(ctx, every, true, func(context.Context) (bool, error) {
+		for _, ok := range synced {
+			if !ok() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return err == nil
 }
 
 // discover finds the ServiceImport version the cluster serves, retrying

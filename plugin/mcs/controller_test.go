@@ -5,6 +5,7 @@ import (
 	"context"
 	stdlog "log"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,4 +168,37 @@ func TestHandlerKeys(t *testing.T) {
 	require.NoError(t, src.imports.GetIndexer().Delete(imp))
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "demo/web", Obj: imp})
 	assert.Nil(t, p.index.Service("web.demo"), "tombstones are handled")
+}
+
+// TestWaitSynced: start-up notices the lists are in within a poll or two
+// (client-go's own wait polls every 100 ms), and gives up when stopped.
+func TestWaitSynced(t *testing.T) {
+	var a, b atomic.Bool
+	done := make(chan bool, 1)
+	go func() {
+		done <- waitSynced(context.Background(), time.Millisecond, a.Load, b.Load)
+	}()
+	a.Store(true)
+	select {
+	case <-done:
+		t.Fatal("returned with one registration not synced")
+	case <-time.After(20 * time.Millisecond):
+	}
+	b.Store(true)
+	select {
+	case ok := <-done:
+		assert.True(t, ok)
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not notice the sync")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- waitSynced(ctx, time.Millisecond, a.Load, func() bool { return false }) }()
+	cancel()
+	select {
+	case ok := <-done:
+		assert.False(t, ok, "stopped before sync")
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not stop")
+	}
 }
