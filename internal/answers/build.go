@@ -264,19 +264,6 @@ func (s *Set) Names(zone int) []string {
 // emptyNode is every empty non-terminal of a built Set; never modified.
 var emptyNode = &Node{}
 
-// sortedEntries returns the names of m as sorted entries.
-func sortedEntries(m map[string]*Node) []tableEntry {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make([]tableEntry, 0, len(m))
-	for rel, n := range m {
-		out = append(out, tableEntry{rel, n})
-	}
-	slices.SortFunc(out, func(a, b tableEntry) int { return strings.Compare(a.rel, b.rel) })
-	return out
-}
-
 // Build computes the answers of one service from its import and the
 // EndpointSlices labelled with its name. It returns nil when the service
 // has no names at all: a headless import without ready endpoints (or with
@@ -322,20 +309,42 @@ func (s *Set) shareKey(svc *Service, base string) {
 	}
 }
 
-// addENTs makes every name between rel (exclusive) and the service name
-// exist in m, unless it is a name of its own (in own): for "web-0.a.b"
-// it adds "a.b" and "b".
-func addENTs(m map[string]*Node, rel string, own map[string]int) {
+// addENTs adds to m every name between rel (exclusive) and the service
+// name that is not a name of its own (in own): for "web-0.a.b", "a.b" and
+// "b".
+func addENTs(m map[string]struct{}, rel string, own map[string]int) {
 	for i := strings.IndexByte(rel, '.'); i >= 0; i = strings.IndexByte(rel, '.') {
 		rel = rel[i+1:]
-		if _, ok := m[rel]; ok {
-			continue
+		if _, ok := own[rel]; !ok {
+			m[rel] = struct{}{}
 		}
-		if _, ok := own[rel]; ok {
-			continue
-		}
-		m[rel] = emptyNode
 	}
+}
+
+// setPorts makes ports[i] the SRV node of groups[i] below the service
+// name base and returns entries with their names and the protocols' empty
+// non-terminals ("_tcp") added, sorted. Every RRset names bareSpec's
+// targets; bareSpec itself (the service name's SRV RRset) is shared with
+// a lone group, whose ports are the same. first, when not "", is the
+// owner name of groups[0], built already with base as its suffix.
+func setPorts(entries []tableEntry, ports []Node, groups []portGroup, base, first string, bareSpec *srvSpec, ttl uint32) []tableEntry {
+	for i, g := range groups {
+		owner := first
+		if i > 0 || owner == "" {
+			owner = g.rel + "." + base
+		}
+		spec := bareSpec
+		if len(groups) > 1 {
+			spec = &srvSpec{ports: g.ports, targets: bareSpec.targets}
+		}
+		ports[i].setSRV(owner, spec, ttl)
+		entries = append(entries, tableEntry{g.rel, &ports[i]})
+		if !slices.ContainsFunc(entries, func(e tableEntry) bool { return e.rel == g.proto }) {
+			entries = append(entries, tableEntry{g.proto, emptyNode})
+		}
+	}
+	slices.SortFunc(entries, func(a, b tableEntry) int { return strings.Compare(a.rel, b.rel) })
+	return slices.Clip(entries)
 }
 
 // aRR and aaaaRR hold an address record and its address octets in one
@@ -542,42 +551,23 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 	for z, zone := range cfg.Zones {
 		seg := nodes[z*per : (z+1)*per]
 		top := &seg[0]
-		var base string
+		var base, first string
 		if len(groups) == 0 {
 			base = fqdn(svcRel, zone)
 		} else {
 			// The service name is a suffix of the first SRV name: one
 			// string for both.
-			first := fqdn(groups[0].rel+"."+svcRel, zone)
+			first = fqdn(groups[0].rel+"."+svcRel, zone)
 			base = first[len(groups[0].rel)+1:]
-			seg[1].owner = first
 		}
 		if z == 0 {
 			s.shareKey(svc, base)
 		}
-		targets := []*Node{top}
-		bareSpec := &srvSpec{ports: bare, targets: targets}
-		other := make([]tableEntry, 0, 2*len(groups))
-		for i, g := range groups {
-			n := &seg[1+i]
-			owner := n.owner
-			if owner == "" {
-				owner = g.rel + "." + base
-			}
-			spec := bareSpec // the same ports when there is one group
-			if len(groups) > 1 {
-				spec = &srvSpec{ports: g.ports, targets: targets}
-			}
-			n.setSRV(owner, spec, cfg.TTL)
-			other = append(other, tableEntry{g.rel, n})
-			if !slices.ContainsFunc(other, func(e tableEntry) bool { return e.rel == g.proto }) {
-				other = append(other, tableEntry{g.proto, emptyNode})
-			}
-		}
-		slices.SortFunc(other, func(a, b tableEntry) int { return strings.Compare(a.rel, b.rel) })
+		bareSpec := &srvSpec{ports: bare, targets: []*Node{top}}
+		other := setPorts(make([]tableEntry, 0, 2*len(groups)), seg[1:], groups, base, first, bareSpec, cfg.TTL)
 		top.setAddrs(base, addrs, v4, cfg.TTL)
 		top.setSRV(base, bareSpec, cfg.TTL)
-		s.zones[z] = zoneNames{top: top, other: slices.Clip(other)}
+		s.zones[z] = zoneNames{top: top, other: other}
 	}
 	s.ptrNodes = []*Node{s.zones[0].top}
 	return s
@@ -697,11 +687,12 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 	for i, en := range names {
 		epAddrs[i], epV4[i] = partition(en.addrs)
 	}
-	// The empty non-terminals and port names, the same in every zone.
-	other := make(map[string]*Node, 2*len(groups)+2)
+	// The empty non-terminals, the same in every zone.
+	entSet := make(map[string]struct{})
 	for _, en := range names {
-		addENTs(other, en.rel, byRel)
+		addENTs(entSet, en.rel, byRel)
 	}
+	ents := slices.Collect(maps.Keys(entSet))
 	// One allocation for the nodes of every zone: the service, one per
 	// endpoint name, one per port group.
 	per := 1 + len(names) + len(groups)
@@ -721,24 +712,14 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 			targets[i] = n
 		}
 		bareSpec := &srvSpec{ports: bare, targets: targets}
-		zo := other
-		if len(groups) > 0 {
-			zo = maps.Clone(other)
+		other := make([]tableEntry, 0, len(ents)+2*len(groups))
+		for _, rel := range ents {
+			other = append(other, tableEntry{rel, emptyNode})
 		}
-		for i, g := range groups {
-			spec := bareSpec // the same ports when there is one group
-			if len(groups) > 1 {
-				spec = &srvSpec{ports: g.ports, targets: targets}
-			}
-			ports[i].setSRV(g.rel+"."+base, spec, cfg.TTL)
-			zo[g.rel] = &ports[i]
-			if _, ok := zo[g.proto]; !ok {
-				zo[g.proto] = emptyNode
-			}
-		}
+		other = setPorts(other, ports, groups, base, "", bareSpec, cfg.TTL)
 		top.setAddrs(base, allAddrs, allV4, cfg.TTL)
 		top.setSRV(base, bareSpec, cfg.TTL)
-		s.zones[z] = zoneNames{top: top, eps: eps, other: sortedEntries(zo)}
+		s.zones[z] = zoneNames{top: top, eps: eps, other: other}
 		if z == 0 {
 			s.ptrNodes, s.ptrEnd = headlessPTRs(allAddrs, epAddrs, targets)
 		}
