@@ -55,8 +55,9 @@ type Options struct {
 	// Workers is the number of reconcile workers.
 	Workers int
 	// QPS and Burst set a client-side limit on each member client's
-	// requests; QPS 0 means none (the default): the API servers' Priority
-	// and Fairness queue the importer's requests as they do any client's.
+	// requests. QPS 0 (the default) means none against an API server with
+	// API Priority and Fairness, which queues the importer's requests as
+	// it does any client's, and 100/s (burst 200) against one without.
 	// Burst 0 with a QPS means twice the QPS.
 	QPS   float32
 	Burst int
@@ -181,7 +182,7 @@ Flags (one or two leading dashes):
 	fs.DurationVar(&o.EndpointGracePeriod, "endpoint-grace-period", o.EndpointGracePeriod, "how long the last known endpoints of a member whose API is unreachable stay served before they are withdrawn")
 	fs.DurationVar(&o.Resync, "resync", o.Resync, "period of full resyncs, which compare desired with actual state and write only differences (0: none)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "number of reconcile workers")
-	fs.Func("kube-api-qps", "client-side `rate` limit, in requests per second, to each member cluster's API (default 0: none; the API servers' Priority and Fairness queue the importer's requests like any client's)", func(v string) error {
+	fs.Func("kube-api-qps", "client-side `rate` limit, in requests per second, to each member cluster's API (default 0: none where the API server has API Priority and Fairness, which queues the importer's requests like any client's; 100/s, burst 200, where it has not)", func(v string) error {
 		f, err := strconv.ParseFloat(v, 32)
 		o.QPS = float32(f)
 		return err
@@ -322,7 +323,8 @@ func Run(ctx context.Context, o Options) error {
 	for _, m := range ms {
 		m.Importing = len(o.ImportInto) == 0 || slices.Contains(o.ImportInto, m.Context)
 		log.Info("member cluster", "context", m.Context, "cluster", m.ID, "idFrom", m.IDSource,
-			"importing", m.Importing, "exportVersion", m.ExportVersion, "importVersion", m.ImportVersion)
+			"importing", m.Importing, "exportVersion", m.ExportVersion, "importVersion", m.ImportVersion,
+			"clientLimit", m.ClientLimit())
 	}
 
 	reg := o.Registry
@@ -430,10 +432,7 @@ func connect(ctx context.Context, o Options) ([]*members.Member, error) {
 				errs[i] = err
 				return
 			}
-			cfg.QPS, cfg.Burst = o.QPS, o.Burst
-			if o.QPS == 0 {
-				cfg.QPS = -1 // client-go: no client-side limiter
-			}
+			cfg.QPS, cfg.Burst = o.QPS, o.Burst // 0: see members.Connect
 			cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
 			defer cancel()
 			ms[i], errs[i] = members.Connect(cctx, cfg, name)

@@ -45,6 +45,9 @@ type Member struct {
 	Dynamic dynamic.Interface
 
 	health health
+	// limiter is the clients' limit when the operator set none (nil
+	// otherwise).
+	limiter *apfLimiter
 }
 
 // LoadConfig reads one context of a kubeconfig file (the default loading
@@ -66,14 +69,11 @@ func LoadConfig(path, contextName string) (*rest.Config, error) {
 // and asks it for its cluster ID and served MCS API versions.
 func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member, error) {
 	cfg = rest.CopyConfig(cfg)
-	if cfg.QPS == 0 {
-		// No client-side limit (client-go would otherwise apply its
-		// default of 5/s): the API server's Priority and Fairness is
-		// what protects it, as controller-runtime now assumes too.
-		cfg.QPS = -1
-	}
 	cfg.UserAgent = "mcs-importer"
-	m := &Member{Context: contextName, Config: cfg}
+	// One limiter for every client of the member (kube, MCS, dynamic,
+	// discovery): none when its API server has API Priority and Fairness
+	// and the operator set no rate.
+	m := &Member{Context: contextName, Config: cfg, limiter: limitClients(cfg)}
 	var err error
 	if m.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("context %q: %w", contextName, err)
