@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 	"sort"
@@ -26,17 +27,21 @@ import (
 
 // ImporterResult is the importer part of the bench.
 type ImporterResult struct {
-	NotDone            string           `json:"not_done,omitempty"`
-	Server             string           `json:"server"`
-	ExportType         string           `json:"export_type"`
-	Args               string           `json:"args"`
-	Exporter           string           `json:"exporter"`
-	Importers          []string         `json:"importers"`
-	Exports            int              `json:"exports"`
-	P50Ms              float64          `json:"p50_ms"`
-	P99Ms              float64          `json:"p99_ms"`
-	MaxMs              float64          `json:"max_ms"`
-	AllSeconds         float64          `json:"all_answered_seconds"`
+	NotDone    string   `json:"not_done,omitempty"`
+	Server     string   `json:"server"`
+	ExportType string   `json:"export_type"`
+	Args       string   `json:"args"`
+	Exporter   string   `json:"exporter"`
+	Importers  []string `json:"importers"`
+	Exports    int      `json:"exports"`
+	P50Ms      float64  `json:"p50_ms"`
+	P99Ms      float64  `json:"p99_ms"`
+	MaxMs      float64  `json:"max_ms"`
+	AllSeconds float64  `json:"all_answered_seconds"`
+	// QuietSeconds: from the first create to the importer's last write of
+	// the burst (statuses included), as its own metrics show.
+	QuietSeconds       float64          `json:"quiet_seconds"`
+	BurstWrites        int64            `json:"burst_writes"`
 	Unanswered         int              `json:"unanswered"`
 	SteadySeconds      float64          `json:"steady_seconds"`
 	SteadyWrites       int64            `json:"steady_writes"`
@@ -326,8 +331,19 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 		return ctx.Err()
 	}
 
-	// Steady state: let it settle, then count the writes each API server
+	// Steady state: wait for the importer to finish the burst (its queue
+	// empty, its write counter still for 3 s; statuses are written after
+	// the answers), let it settle, then count the writes each API server
 	// receives over a window.
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	lastWrite, burst, err := waitImporterQuiet(ctx, metricsURL, 3*time.Second, 3*time.Minute)
+	if err != nil {
+		logf("importer: %v", err)
+	}
+	if !lastWrite.IsZero() {
+		res.QuietSeconds, res.BurstWrites = lastWrite.Sub(start).Seconds(), burst
+		logf("importer: %d writes in the burst, the last %.2f s after the first create", burst, res.QuietSeconds)
+	}
 	_ = waitCtx(ctx, 5*time.Second)
 	before, err := writeCounts(ctx, set)
 	if err != nil {
@@ -369,6 +385,77 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 		return fmt.Errorf("mcs-importer exited: %s", lastLines(imp.Log(), 3))
 	}
 	return nil
+}
+
+// waitImporterQuiet polls the importer's metrics until its queue is empty
+// and mcs_importer_writes_total has not moved for quiet (or limit passes).
+// It returns when the counter last moved and its value then.
+func waitImporterQuiet(ctx context.Context, url string, quiet, limit time.Duration) (time.Time, int64, error) {
+	deadline := time.Now().Add(limit)
+	var last time.Time
+	prev := int64(-1)
+	for {
+		writes, depth, err := importerCounters(ctx, url)
+		if err != nil {
+			return last, prev, err
+		}
+		now := time.Now()
+		if writes != prev {
+			prev, last = writes, now
+		}
+		if depth == 0 && now.Sub(last) >= quiet {
+			return last, prev, nil
+		}
+		if now.After(deadline) {
+			return last, prev, fmt.Errorf("the importer was still writing (or its queue not empty) after %s", limit)
+		}
+		if err := waitCtx(ctx, 100*time.Millisecond); err != nil {
+			return last, prev, err
+		}
+	}
+}
+
+// importerCounters reads the sum of mcs_importer_writes_total and
+// mcs_importer_queue_depth from the importer's /metrics.
+func importerCounters(ctx context.Context, url string) (writes int64, depth float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if i := strings.IndexByte(line, '}'); i > 0 && strings.HasPrefix(name, "mcs_importer_writes_total{") {
+			rest = strings.TrimSpace(line[i+1:])
+			name = "mcs_importer_writes_total"
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		v, perr := strconv.ParseFloat(fields[0], 64)
+		switch name {
+		case "mcs_importer_writes_total":
+			if perr == nil {
+				writes += int64(v)
+			}
+		case "mcs_importer_queue_depth":
+			if perr == nil {
+				depth = v
+			}
+		}
+	}
+	return writes, depth, sc.Err()
 }
 
 // writeCounts sums apiserver_request_total of the write verbs per

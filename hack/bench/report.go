@@ -253,6 +253,9 @@ func (r *Results) Markdown() string {
 		p("| exports created in %s, answered by CoreDNS (%s) of %s | %d |\n", im.Exporter, serverLabels[im.Server], strings.Join(im.Importers, ", "), im.Exports)
 		p("| export acknowledged -> answered by both: p50 / p99 / max | %.0f / %.0f / %.0f ms |\n", im.P50Ms, im.P99Ms, im.MaxMs)
 		p("| all %d answered by both after the first create | %.2f s |\n", im.Exports, im.AllSeconds)
+		if im.QuietSeconds > 0 {
+			p("| the importer's last write of the burst (statuses included), after the first create | %.2f s (%d writes) |\n", im.QuietSeconds, im.BurstWrites)
+		}
 		p("| not answered within the timeout | %d |\n", im.Unanswered)
 		p("| writes at steady state (%s over %.0f s) | %d (%.2f/s) |\n", im.WritesCounted, im.SteadySeconds, im.SteadyWrites, im.SteadyWritesPerSec)
 		p("| importer RSS at steady state (VmRSS / VmHWM) | %.1f / %.1f MiB |\n", mib(im.RSS), mib(im.HWM))

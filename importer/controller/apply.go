@@ -25,9 +25,10 @@ const (
 )
 
 // applyImport makes one importing member hold the desired import and
-// mirrored slices of ns/name (or none). It reports whether our import
-// exists there afterwards and whether a foreign one is in the way.
-func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, res *aggregate.Result, active bool, now metav1.Time) (present, foreign bool, err error) {
+// mirrored slices of ns/name (or none), and in a full pass the import's
+// status. It reports whether our import exists there afterwards and
+// whether a foreign one is in the way.
+func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, res *aggregate.Result, active bool, now metav1.Time, p pass) (present, foreign bool, err error) {
 	m := v.m
 	cur := v.c.Import(ns, name)
 	if cur != nil && !members.Owned(cur) {
@@ -147,6 +148,10 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 			c.failed(m, "update ServiceImport")
 			return true, false, err
 		}
+	}
+
+	if p == passServe {
+		return true, false, nil
 	}
 
 	// Status.
