@@ -143,9 +143,10 @@ func TestImporter(t *testing.T) {
 			}
 		}, waitFor, tick)
 	}
+	// Statuses follow the answers: read after the importer is done.
+	a.quiesce(t, 2*time.Second)
 	keepImport, err = getImport(west, ns, "keep")
 	require.NoError(t, err)
-	a.quiesce(t, 2*time.Second)
 	a.stop()
 
 	t.Run("restart adopts, deletes orphans, leaves foreign objects alone", func(t *testing.T) {
@@ -687,9 +688,12 @@ func testInvalid(t *testing.T, east, west, north *cluster.Cluster) {
 	_, err = west.Kube.CoreV1().Services(ns).Update(bg(), svc, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	waitNoImport(t, all, ns, "api")
-	valid, _, _, err := exportConditions(west, ns, "api")
-	require.NoError(t, err)
-	assert.Equal(t, "False/InvalidServiceType", valid)
+	// Conditions follow the imports (a full pass after the serve pass).
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		valid, _, _, err := exportConditions(west, ns, "api")
+		assert.NoError(c, err)
+		assert.Equal(c, "False/InvalidServiceType", valid)
+	}, waitFor, tick)
 }
 
 func testLateNamespace(t *testing.T, east, west, north *cluster.Cluster) {

@@ -122,6 +122,9 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	// Metadata and spec.
 	if !aggregate.ImportMetaSpecUpToDate(desired, cur) {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if aggregate.ImportMetaSpecUpToDate(desired, cur) {
+				return nil // the object read after a conflict has it already
+			}
 			upd := cur.DeepCopy()
 			upd.Labels, upd.Annotations, upd.Spec = desired.Labels, desired.Annotations, desired.Spec
 			out, err := m.UpdateImport(ctx, upd)
@@ -209,7 +212,9 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			// addressType is immutable: replace the slice.
 			err := client.Delete(ctx, a.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &a.UID}})
 			c.wrote(m, kindSlice, "delete", ns, a.Name)
-			if err != nil && !apierrors.IsNotFound(err) {
+			// Conflict: the UID changed, it was replaced already; the
+			// create below then finds what is there.
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				c.failed(m, "delete EndpointSlice")
 				errs = append(errs, err)
 				continue
@@ -244,6 +249,9 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			}
 		}
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if aggregate.SliceUpToDate(d, a) {
+				return nil // the slice read after a conflict has it already
+			}
 			upd := a.DeepCopy()
 			upd.Labels, upd.Endpoints, upd.Ports = d.Labels, d.Endpoints, d.Ports
 			_, err := client.Update(ctx, upd, metav1.UpdateOptions{})

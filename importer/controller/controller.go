@@ -13,7 +13,14 @@
 // servers are what limits a burst (say 1,000 new exports, or a cluster
 // joining): they spend about the same on every write, so writing the
 // answers first makes the last name resolvable after 6 of every 10 writes
-// instead of all 10; the statuses catch up behind them.
+// instead of all 10; the statuses catch up behind them. The two passes of
+// a key are separate queue items (a serve request must not merge with, and
+// so postpone, a pending full pass), and never run at the same time: a
+// worker that finds the key busy puts its item back. A full pass waits
+// fullPassDelay, so that the caches have seen the serve pass's writes (a
+// full pass reading older objects would repeat them and meet conflicts);
+// one still waiting after fullPassMaxWait is raised to serve priority, so
+// that a stream of serve passes cannot hold statuses back for long.
 //
 // Ownership: everything the importer writes carries
 // endpointslice.kubernetes.io/managed-by=mcs-importer.mcs-dns.io. Objects
@@ -65,7 +72,7 @@ type Controller struct {
 	members []*members.Member
 	vip     vip.Provider
 	log     *slog.Logger
-	queue   priorityqueue.PriorityQueue[string]
+	queue   priorityqueue.PriorityQueue[item]
 	metrics *Metrics
 	now     func() time.Time
 
@@ -73,6 +80,15 @@ type Controller struct {
 
 	warnedMu sync.Mutex
 	warned   map[string]bool // "cluster/ns/name" of foreign imports already logged
+
+	// fullSince: keys whose full pass is queued and has not run since,
+	// with when it was first queued (for fullPassMaxWait).
+	fullMu    sync.Mutex
+	fullSince map[string]time.Time
+
+	// busy: keys being reconciled (by either pass).
+	busyMu sync.Mutex
+	busy   map[string]bool
 
 	// reconciled, when set (by tests), sees every reconcile's key and pass.
 	reconciled func(k string, p pass)
@@ -87,6 +103,9 @@ func New(o Options) *Controller {
 		now:     o.Now,
 		warned:  map[string]bool{},
 
+		fullSince: map[string]time.Time{},
+		busy:      map[string]bool{},
+
 		clusterSetIPDefault: o.ClusterSetIPDefault,
 	}
 	if c.vip == nil {
@@ -99,12 +118,12 @@ func New(o Options) *Controller {
 		c.log = slog.Default()
 	}
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 30*time.Second),
-		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+		workqueue.NewTypedItemExponentialFailureRateLimiter[item](10*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[item]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
 	)
 	// No name: the queue's own metrics would go to controller-runtime's
 	// registry, which the importer does not serve; queue_depth is ours.
-	c.queue = priorityqueue.New("", func(o *priorityqueue.Opts[string]) { o.RateLimiter = limiter })
+	c.queue = priorityqueue.New("", func(o *priorityqueue.Opts[item]) { o.RateLimiter = limiter })
 	reg := o.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -129,12 +148,58 @@ const (
 	passServe
 )
 
+// item is one queued pass of one key.
+type item struct {
+	key  string
+	pass pass
+}
+
 // priorityServe is the queue priority of a serve pass; a full pass has 0.
 const priorityServe = 10
 
+const (
+	// fullPassDelay is how long after a serve pass its full pass is
+	// queued: informers deliver our own writes within milliseconds.
+	fullPassDelay = time.Second
+	// fullPassMaxWait bounds how long serve passes can hold back a key's
+	// full pass (statuses) under a sustained stream of changes.
+	fullPassMaxWait = 30 * time.Second
+	// busyRetry is how soon an item whose key is being reconciled by
+	// another worker is handed out again.
+	busyRetry = 5 * time.Millisecond
+)
+
 // addServe queues a serve pass of k (the response to any change).
 func (c *Controller) addServe(k string) {
-	c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priorityServe)}, k)
+	c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priorityServe)}, item{k, passServe})
+}
+
+// addFull queues a full pass of k after fullPassDelay.
+func (c *Controller) addFull(k string) {
+	c.fullMu.Lock()
+	if _, ok := c.fullSince[k]; !ok {
+		c.fullSince[k] = c.now()
+	}
+	c.fullMu.Unlock()
+	// Queued again while one waits: the earlier time holds, so a stream
+	// of serve passes does not postpone it.
+	c.queue.AddWithOpts(priorityqueue.AddOpts{After: fullPassDelay}, item{k, passFull})
+}
+
+// promoteOverdue raises every full pass owed for fullPassMaxWait to serve
+// priority.
+func (c *Controller) promoteOverdue() {
+	var due []string
+	c.fullMu.Lock()
+	for k, t := range c.fullSince {
+		if c.now().Sub(t) >= fullPassMaxWait {
+			due = append(due, k)
+		}
+	}
+	c.fullMu.Unlock()
+	for _, k := range due {
+		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priorityServe)}, item{k, passFull})
+	}
 }
 
 func (c *Controller) hasExport(ns, name string) bool {
@@ -218,6 +283,20 @@ func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration)
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(fullPassMaxWait / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				c.promoteOverdue()
+			}
+		}
+	}()
 	if resync > 0 {
 		wg.Add(1)
 		go func() {
@@ -244,15 +323,18 @@ func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration)
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {
-	k, priority, shutdown := c.queue.GetWithPriority()
+	it, priority, shutdown := c.queue.GetWithPriority()
 	if shutdown {
 		return false
 	}
-	defer c.queue.Done(k)
-	p := passFull
-	if priority >= priorityServe {
-		p = passServe
+	defer c.queue.Done(it)
+	k, p := it.key, it.pass
+	if !c.claim(k) {
+		// The key's other pass is running: hand this one out again soon.
+		c.queue.AddWithOpts(priorityqueue.AddOpts{After: busyRetry, Priority: ptr.To(priority)}, it)
+		return true
 	}
+	defer c.release(k)
 	start := time.Now()
 	// A member that hangs must not hold a worker forever.
 	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
@@ -266,18 +348,40 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		c.metrics.Reconciles.WithLabelValues("error").Inc()
 		if ctx.Err() == nil {
 			c.log.Warn("reconcile failed; will retry", "key", k, "err", err)
-			c.queue.AddRateLimited(k)
+			// At the same priority: a failed serve pass stays ahead of
+			// statuses.
+			c.queue.AddWithOpts(priorityqueue.AddOpts{RateLimited: true, Priority: ptr.To(priority)}, it)
 		}
 		return true
 	}
 	c.metrics.Reconciles.WithLabelValues("success").Inc()
-	c.queue.Forget(k)
+	c.queue.Forget(it)
 	if p == passServe {
-		// Statuses next, behind every pending serve pass. (Queued while
-		// k is still being processed: the queue hands it out after Done.)
-		c.queue.Add(k)
+		// Statuses next, behind every pending serve pass.
+		c.addFull(k)
+	} else {
+		c.fullMu.Lock()
+		delete(c.fullSince, k)
+		c.fullMu.Unlock()
 	}
 	return true
+}
+
+// claim marks k busy unless it is already; release unmarks it.
+func (c *Controller) claim(k string) bool {
+	c.busyMu.Lock()
+	defer c.busyMu.Unlock()
+	if c.busy[k] {
+		return false
+	}
+	c.busy[k] = true
+	return true
+}
+
+func (c *Controller) release(k string) {
+	c.busyMu.Lock()
+	delete(c.busy, k)
+	c.busyMu.Unlock()
 }
 
 // reconcileTimeout bounds one key's reconcile (all its API calls).

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestPassOrder(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 	// A change to a key whose full pass is pending makes it a serve pass
 	// again, ahead of full passes queued before it.
-	c.queue.Add("ns/c") // a full pass (as a retry would be)
+	c.queue.Add(item{"ns/c", passFull}) // a full pass (as a retry would be)
 	c.addServe("ns/d")
 	want = append(want, passRecord{"ns/d", passServe}, passRecord{"ns/c", passFull}, passRecord{"ns/d", passFull})
 	require.Eventually(t, func() bool {
@@ -64,6 +65,64 @@ func TestPassOrder(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, want, got)
+}
+
+// A stream of changes to a key (say, a resync every second) does not
+// postpone its full pass, and promoteOverdue pulls full passes owed
+// fullPassMaxWait ahead of the serve passes.
+func TestFullPassNotPostponed(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c := New(Options{Now: clock})
+	var got []passRecord
+	c.reconciled = func(k string, p pass) {
+		mu.Lock()
+		got = append(got, passRecord{k, p})
+		mu.Unlock()
+	}
+	records := func() []passRecord { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx, 2, 0); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	full := func() int {
+		n := 0
+		for _, r := range records() {
+			if r == (passRecord{"ns/x", passFull}) {
+				n++
+			}
+		}
+		return n
+	}
+	began := time.Now()
+	for time.Since(began) < fullPassDelay+time.Second && full() == 0 {
+		c.addServe("ns/x")
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.Equal(t, 1, full(), "the full pass ran while serve passes kept coming")
+	assert.Greater(t, len(records()), 10)
+	require.Eventually(t, func() bool {
+		c.fullMu.Lock()
+		defer c.fullMu.Unlock()
+		return len(c.fullSince) == 0
+	}, 5*time.Second, time.Millisecond, "the last full pass ran")
+	n := len(records())
+
+	// A full pass queued and overdue, never reached by a worker: the
+	// ticker's promoteOverdue queues it at serve priority.
+	c.fullMu.Lock()
+	c.fullSince["ns/y"] = clock()
+	c.fullMu.Unlock()
+	c.promoteOverdue()
+	time.Sleep(20 * time.Millisecond)
+	assert.Len(t, records(), n, "not overdue yet: nothing queued")
+	advance(fullPassMaxWait)
+	c.promoteOverdue()
+	require.Eventually(t, func() bool { return len(records()) == n+1 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, passRecord{"ns/y", passFull}, records()[n])
 }
 
 // A serve pass writes the import and its slices, no status; the full pass

@@ -96,15 +96,22 @@ func NewWireWatchDecoder(body io.ReadCloser) *WireWatchDecoder {
 }
 
 // Decode returns the next event. At the end of the stream it returns
-// io.EOF; a truncated or malformed event is an error (the stream watcher
-// reports it and the reflector starts a new watch).
+// io.EOF, and io.ErrUnexpectedEOF when the stream ends inside an event; a
+// malformed event is an error (the stream watcher reports it and the
+// reflector lists again).
 func (d *WireWatchDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	var ev wireEvent
 	if err := d.dec.Decode(&ev); err != nil {
-		if errors.Is(err, io.EOF) {
-			return "", nil, io.EOF
+		// Read errors and truncation (io.EOF, io.ErrUnexpectedEOF, a reset
+		// connection) go out as they are: the stream watcher recognizes
+		// them as a dropped connection, and the reflector then resumes
+		// from the last resource version instead of relisting.
+		var syntax *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &syntax) || errors.As(err, &typ) {
+			return "", nil, fmt.Errorf("decoding a ServiceImport watch event: %w", err)
 		}
-		return "", nil, fmt.Errorf("decoding a ServiceImport watch event: %w", err)
+		return "", nil, err
 	}
 	switch ev.Type {
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:

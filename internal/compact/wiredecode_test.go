@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -127,7 +128,6 @@ func TestWireWatchDecoderMatchesClientGo(t *testing.T) {
 
 func TestWireWatchDecoderErrors(t *testing.T) {
 	for name, tc := range map[string]struct{ stream, want string }{
-		"truncated":       {`{"type":"ADDED","object":{"kind":"ServiceImport","metadata":{"name":"a"`, "decoding a ServiceImport watch event"},
 		"not JSON":        {`<html>`, "decoding a ServiceImport watch event"},
 		"unknown type":    {`{"type":"RENAMED","object":{"kind":"ServiceImport"}}`, `invalid watch event type: "RENAMED"`},
 		"another kind":    {`{"type":"ADDED","object":{"kind":"Service","metadata":{"name":"a"}}}`, `object of kind "Service"`},
@@ -144,6 +144,33 @@ func TestWireWatchDecoderErrors(t *testing.T) {
 	// a normal close.
 	_, _, err := NewWireWatchDecoder(io.NopCloser(strings.NewReader(" \n"))).Decode()
 	assert.Equal(t, io.EOF, err)
+}
+
+// A connection dropped in the middle of an event ends the watch quietly,
+// as with client-go's decoder, so the reflector resumes from the last
+// resource version instead of listing everything again.
+func TestWireWatchDecoderTruncated(t *testing.T) {
+	stream := wireStream(t)
+	lines := bytes.SplitAfter(stream, []byte("\n"))
+	cut := len(lines[0]) + len(lines[1]) + len(lines[2]) + 40 // inside the fourth event
+	for name, d := range map[string]watch.Decoder{
+		"client-go": clientGoDecoder(t, io.NopCloser(bytes.NewReader(stream[:cut]))),
+		"wire":      NewWireWatchDecoder(io.NopCloser(bytes.NewReader(stream[:cut]))),
+	} {
+		w := watch.NewStreamWatcher(d, apierrors.NewClientErrorReporter(500, "GET", "ClientWatchDecoding"))
+		var types []watch.EventType
+		for ev := range w.ResultChan() {
+			types = append(types, ev.Type)
+		}
+		assert.Equal(t, []watch.EventType{watch.Added, watch.Added, watch.Added}, types, name)
+	}
+	d := NewWireWatchDecoder(io.NopCloser(bytes.NewReader(stream[:cut])))
+	for range 3 {
+		_, _, err := d.Decode()
+		require.NoError(t, err)
+	}
+	_, _, err := d.Decode()
+	assert.Equal(t, io.ErrUnexpectedEOF, err, "unwrapped, for the stream watcher")
 }
 
 func TestDecodeWireList(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
 	"github.com/mcs-dns/mcs-dns/internal/compact"
@@ -274,6 +275,11 @@ func newImportClient(cfg *rest.Config, gvr schema.GroupVersionResource) (*import
 	rc.ContentType = kruntime.ContentTypeJSON
 	rc.AcceptContentTypes = kruntime.ContentTypeJSON
 	rc.NegotiatedSerializer = serializer.NewCodecFactory(sch).WithoutConversion()
+	// No client-side limit: this client only lists and watches (a few
+	// requests per namespace scope, and per reconnect), and Request.Stream,
+	// unlike Request.Watch, would wait on it: with many namespace scopes
+	// start-up would queue behind the default 5/s.
+	rc.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	client, err := rest.RESTClientFor(rc)
 	if err != nil {
 		return nil, err
@@ -293,7 +299,11 @@ func (ic *importClient) listWatch(ns string) *cache.ListWatch {
 			if err != nil {
 				return nil, err
 			}
-			defer body.Close()
+			defer func() {
+				// Read to the end, so that an HTTP/1.1 connection is reused.
+				_, _ = io.Copy(io.Discard, body)
+				_ = body.Close()
+			}()
 			return compact.DecodeWireList(body)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
