@@ -15,12 +15,16 @@
 // answers first makes the last name resolvable after 6 of every 10 writes
 // instead of all 10; the statuses catch up behind them. The two passes of
 // a key are separate queue items (a serve request must not merge with, and
-// so postpone, a pending full pass), and never run at the same time: a
-// worker that finds the key busy puts its item back. A full pass waits
-// fullPassDelay, so that the caches have seen the serve pass's writes (a
-// full pass reading older objects would repeat them and meet conflicts);
-// one still waiting after fullPassMaxWait is raised to serve priority, so
-// that a stream of serve passes cannot hold statuses back for long.
+// so postpone, a pending full pass), and never run at the same time: an
+// item handed out while its key is busy is parked and queued again when
+// the key is released. A full pass waits fullPassDelay, so that the caches
+// have seen the serve pass's writes (a full pass reading older objects
+// would repeat them and meet conflicts). A full pass owed for
+// fullPassMaxWait runs in place of the key's next serve pass (it does the
+// serve pass's work too) and is raised above the serve passes, so that
+// neither a stream of changes to the key nor other keys' serve passes hold
+// its statuses back for long. A failed serve pass is retried as a full pass,
+// so that conditions still report what is wrong.
 //
 // Ownership: everything the importer writes carries
 // endpointslice.kubernetes.io/managed-by=mcs-importer.mcs-dns.io. Objects
@@ -86,12 +90,14 @@ type Controller struct {
 	fullMu    sync.Mutex
 	fullSince map[string]time.Time
 
-	// busy: keys being reconciled (by either pass).
+	// busy: keys being reconciled (by either pass), with the items handed
+	// out meanwhile (parked) and their priorities.
 	busyMu sync.Mutex
-	busy   map[string]bool
+	busy   map[string]map[item]int
 
-	// reconciled, when set (by tests), sees every reconcile's key and pass.
-	reconciled func(k string, p pass)
+	// afterPass, when set (by tests), sees every pass while its key is
+	// still claimed; an error it returns fails the pass.
+	afterPass func(k string, p pass) error
 }
 
 // New returns a controller; call Notify/OnChange from the members and Run.
@@ -104,7 +110,7 @@ func New(o Options) *Controller {
 		warned:  map[string]bool{},
 
 		fullSince: map[string]time.Time{},
-		busy:      map[string]bool{},
+		busy:      map[string]map[item]int{},
 
 		clusterSetIPDefault: o.ClusterSetIPDefault,
 	}
@@ -154,8 +160,13 @@ type item struct {
 	pass pass
 }
 
-// priorityServe is the queue priority of a serve pass; a full pass has 0.
-const priorityServe = 10
+// Queue priorities: a full pass has 0, a serve pass priorityServe, and a
+// full pass owed for fullPassMaxWait priorityOverdue (ahead of every serve
+// pass queued).
+const (
+	priorityServe   = 10
+	priorityOverdue = 20
+)
 
 const (
 	// fullPassDelay is how long after a serve pass its full pass is
@@ -164,9 +175,6 @@ const (
 	// fullPassMaxWait bounds how long serve passes can hold back a key's
 	// full pass (statuses) under a sustained stream of changes.
 	fullPassMaxWait = 30 * time.Second
-	// busyRetry is how soon an item whose key is being reconciled by
-	// another worker is handed out again.
-	busyRetry = 5 * time.Millisecond
 )
 
 // addServe queues a serve pass of k (the response to any change).
@@ -186,8 +194,16 @@ func (c *Controller) addFull(k string) {
 	c.queue.AddWithOpts(priorityqueue.AddOpts{After: fullPassDelay}, item{k, passFull})
 }
 
-// promoteOverdue raises every full pass owed for fullPassMaxWait to serve
-// priority.
+// fullOverdue says whether k's full pass has been owed fullPassMaxWait.
+func (c *Controller) fullOverdue(k string) bool {
+	c.fullMu.Lock()
+	defer c.fullMu.Unlock()
+	t, ok := c.fullSince[k]
+	return ok && c.now().Sub(t) >= fullPassMaxWait
+}
+
+// promoteOverdue raises every full pass owed for fullPassMaxWait above the
+// serve passes.
 func (c *Controller) promoteOverdue() {
 	var due []string
 	c.fullMu.Lock()
@@ -198,7 +214,7 @@ func (c *Controller) promoteOverdue() {
 	}
 	c.fullMu.Unlock()
 	for _, k := range due {
-		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priorityServe)}, item{k, passFull})
+		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priorityOverdue)}, item{k, passFull})
 	}
 }
 
@@ -329,28 +345,38 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(it)
 	k, p := it.key, it.pass
-	if !c.claim(k) {
-		// The key's other pass is running: hand this one out again soon.
-		c.queue.AddWithOpts(priorityqueue.AddOpts{After: busyRetry, Priority: ptr.To(priority)}, it)
-		return true
+	if !c.claim(it, priority) {
+		return true // parked: queued again when the key is released
 	}
 	defer c.release(k)
+	if p == passServe && c.fullOverdue(k) {
+		p = passFull
+	}
 	start := time.Now()
 	// A member that hangs must not hold a worker forever.
 	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	err := c.reconcile(rctx, k, p)
 	cancel()
-	if c.reconciled != nil {
-		c.reconciled(k, p)
+	if c.afterPass != nil {
+		if herr := c.afterPass(k, p); err == nil {
+			err = herr
+		}
 	}
 	c.metrics.ReconcileSeconds.Observe(time.Since(start).Seconds())
+	if p == passFull {
+		// Owed no longer: it ran (a failure retries below, with backoff).
+		c.fullMu.Lock()
+		delete(c.fullSince, k)
+		c.fullMu.Unlock()
+	}
 	if err != nil {
 		c.metrics.Reconciles.WithLabelValues("error").Inc()
 		if ctx.Err() == nil {
 			c.log.Warn("reconcile failed; will retry", "key", k, "err", err)
-			// At the same priority: a failed serve pass stays ahead of
-			// statuses.
-			c.queue.AddWithOpts(priorityqueue.AddOpts{RateLimited: true, Priority: ptr.To(priority)}, it)
+			// As a full pass (so that conditions say what is wrong), at
+			// the same priority (a failed serve pass stays ahead of
+			// statuses), with backoff.
+			c.queue.AddWithOpts(priorityqueue.AddOpts{RateLimited: true, Priority: ptr.To(priority)}, item{k, passFull})
 		}
 		return true
 	}
@@ -360,28 +386,41 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		// Statuses next, behind every pending serve pass.
 		c.addFull(k)
 	} else {
-		c.fullMu.Lock()
-		delete(c.fullSince, k)
-		c.fullMu.Unlock()
+		c.queue.Forget(item{k, passFull})
 	}
 	return true
 }
 
-// claim marks k busy unless it is already; release unmarks it.
-func (c *Controller) claim(k string) bool {
+// claim marks it's key busy and reports true, or, when the key is busy
+// already, parks it (at the highest priority it was handed out with) for
+// release and reports false.
+func (c *Controller) claim(it item, priority int) bool {
 	c.busyMu.Lock()
 	defer c.busyMu.Unlock()
-	if c.busy[k] {
-		return false
+	parked, busy := c.busy[it.key]
+	if !busy {
+		c.busy[it.key] = nil
+		return true
 	}
-	c.busy[k] = true
-	return true
+	if parked == nil {
+		parked = map[item]int{}
+		c.busy[it.key] = parked
+	}
+	if p, ok := parked[it]; !ok || priority > p {
+		parked[it] = priority
+	}
+	return false
 }
 
+// release unmarks k and queues the items parked meanwhile.
 func (c *Controller) release(k string) {
 	c.busyMu.Lock()
+	parked := c.busy[k]
 	delete(c.busy, k)
 	c.busyMu.Unlock()
+	for it, p := range parked {
+		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(p)}, it)
+	}
 }
 
 // reconcileTimeout bounds one key's reconcile (all its API calls).

@@ -2,8 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,103 +29,165 @@ type passRecord struct {
 	pass pass
 }
 
+// passLog runs a controller without members (its passes write nothing)
+// and records every pass; hook, if set, runs in the pass (its key claimed)
+// and can fail it.
+type passLog struct {
+	mu   sync.Mutex
+	got  []passRecord
+	hook func(k string, p pass) error
+}
+
+func (l *passLog) records() []passRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
+func (l *passLog) count(r passRecord) int {
+	n := 0
+	for _, x := range l.records() {
+		if x == r {
+			n++
+		}
+	}
+	return n
+}
+
+func runPassLog(t *testing.T, c *Controller, workers int, hook func(k string, p pass) error) *passLog {
+	l := &passLog{hook: hook}
+	c.afterPass = func(k string, p pass) error {
+		l.mu.Lock()
+		l.got = append(l.got, passRecord{k, p})
+		l.mu.Unlock()
+		if l.hook != nil {
+			return l.hook(k, p)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx, workers, 0); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return l
+}
+
+// waitQuiet waits until no pass has run for longer than fullPassDelay.
+func (l *passLog) waitQuiet(t *testing.T) {
+	t.Helper()
+	n, since := len(l.records()), time.Now()
+	require.Eventually(t, func() bool {
+		if m := len(l.records()); m != n {
+			n, since = m, time.Now()
+		}
+		return time.Since(since) > fullPassDelay+300*time.Millisecond
+	}, 20*time.Second, 10*time.Millisecond)
+}
+
 // Serve passes of every queued key come before any key's full pass, and
 // each serve pass is followed by a full pass of the same key.
 func TestPassOrder(t *testing.T) {
 	c := New(Options{})
-	var mu sync.Mutex
-	var got []passRecord
-	c.reconciled = func(k string, p pass) {
-		mu.Lock()
-		got = append(got, passRecord{k, p})
-		mu.Unlock()
-	}
 	c.addServe("ns/a")
 	c.addServe("ns/b")
 	c.addServe("ns/a") // deduplicated
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx, 1, 0); close(done) }()
-	defer func() { cancel(); <-done }()
+	gate, entered := make(chan struct{}), make(chan struct{})
+	l := runPassLog(t, c, 1, func(k string, p pass) error {
+		if k == "gate" && p == passServe {
+			close(entered)
+			<-gate
+		}
+		return nil
+	})
+	l.waitQuiet(t)
+	assert.Equal(t, []passRecord{{"ns/a", passServe}, {"ns/b", passServe}, {"ns/a", passFull}, {"ns/b", passFull}}, l.records())
 
-	want := []passRecord{{"ns/a", passServe}, {"ns/b", passServe}, {"ns/a", passFull}, {"ns/b", passFull}}
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) >= len(want)
-	}, 5*time.Second, 5*time.Millisecond)
-	// A change to a key whose full pass is pending makes it a serve pass
-	// again, ahead of full passes queued before it.
-	c.queue.Add(item{"ns/c", passFull}) // a full pass (as a retry would be)
+	// While the one worker is held: a full pass queued (as a retry would
+	// be), then a change to another key. The serve pass goes first.
+	c.addServe("gate")
+	<-entered
+	c.queue.Add(item{"ns/c", passFull})
 	c.addServe("ns/d")
-	want = append(want, passRecord{"ns/d", passServe}, passRecord{"ns/c", passFull}, passRecord{"ns/d", passFull})
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) >= len(want)
-	}, 5*time.Second, 5*time.Millisecond)
-	time.Sleep(50 * time.Millisecond) // nothing more comes
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, want, got)
+	close(gate)
+	l.waitQuiet(t)
+	var got []passRecord
+	for _, r := range l.records()[4:] {
+		if r.key != "gate" {
+			got = append(got, r)
+		}
+	}
+	assert.Equal(t, []passRecord{{"ns/d", passServe}, {"ns/c", passFull}, {"ns/d", passFull}}, got)
 }
 
-// A stream of changes to a key (say, a resync every second) does not
-// postpone its full pass, and promoteOverdue pulls full passes owed
-// fullPassMaxWait ahead of the serve passes.
-func TestFullPassNotPostponed(t *testing.T) {
+// A stream of changes to a key whose passes are slow (so that each change
+// arrives while a pass runs, and one worker always finds a serve pass
+// queued) does not hold back its full pass for more than fullPassMaxWait;
+// promoteOverdue pulls full passes owed that long ahead of other keys'
+// serve passes.
+func TestFullPassNotHeldBack(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	c := New(Options{Now: clock})
-	var got []passRecord
-	c.reconciled = func(k string, p pass) {
-		mu.Lock()
-		got = append(got, passRecord{k, p})
-		mu.Unlock()
-	}
-	records := func() []passRecord { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx, 2, 0); close(done) }()
-	defer func() { cancel(); <-done }()
-
-	full := func() int {
-		n := 0
-		for _, r := range records() {
-			if r == (passRecord{"ns/x", passFull}) {
-				n++
-			}
+	var changing atomic.Bool
+	changing.Store(true)
+	l := runPassLog(t, c, 1, func(k string, p pass) error {
+		if k == "ns/x" && p == passServe && changing.Load() {
+			c.addServe(k) // a change during every serve pass
 		}
-		return n
-	}
-	began := time.Now()
-	for time.Since(began) < fullPassDelay+time.Second && full() == 0 {
-		c.addServe("ns/x")
-		time.Sleep(20 * time.Millisecond)
-	}
-	assert.Equal(t, 1, full(), "the full pass ran while serve passes kept coming")
-	assert.Greater(t, len(records()), 10)
-	require.Eventually(t, func() bool {
-		c.fullMu.Lock()
-		defer c.fullMu.Unlock()
-		return len(c.fullSince) == 0
-	}, 5*time.Second, time.Millisecond, "the last full pass ran")
-	n := len(records())
+		time.Sleep(30 * time.Millisecond)
+		return nil
+	})
+	full := passRecord{"ns/x", passFull}
+	c.addServe("ns/x")
+	time.Sleep(fullPassDelay + time.Second)
+	assert.Zero(t, l.count(full), "changes keep coming: the serve passes go first")
+	assert.Greater(t, l.count(passRecord{"ns/x", passServe}), 20)
+	advance(fullPassMaxWait)
+	require.Eventually(t, func() bool { return l.count(full) > 0 }, 5*time.Second, time.Millisecond,
+		"owed fullPassMaxWait: a full pass in the serve pass's place")
+	changing.Store(false) // (the serve pass queued meanwhile runs, then its full pass)
+	l.waitQuiet(t)
 
-	// A full pass queued and overdue, never reached by a worker: the
-	// ticker's promoteOverdue queues it at serve priority.
+	// Other keys' serve passes keep a worker busy; an overdue full pass
+	// is raised above them.
 	c.fullMu.Lock()
 	c.fullSince["ns/y"] = clock()
 	c.fullMu.Unlock()
-	c.promoteOverdue()
-	time.Sleep(20 * time.Millisecond)
-	assert.Len(t, records(), n, "not overdue yet: nothing queued")
+	c.queue.Add(item{"ns/y", passFull})
+	for i := range 100 {
+		c.addServe(fmt.Sprintf("ns/s%d", i))
+	}
+	time.Sleep(100 * time.Millisecond)
+	assert.Zero(t, l.count(passRecord{"ns/y", passFull}))
 	advance(fullPassMaxWait)
 	c.promoteOverdue()
-	require.Eventually(t, func() bool { return len(records()) == n+1 }, 5*time.Second, time.Millisecond)
-	assert.Equal(t, passRecord{"ns/y", passFull}, records()[n])
+	require.Eventually(t, func() bool { return l.count(passRecord{"ns/y", passFull}) == 1 }, 5*time.Second, time.Millisecond)
+	assert.Zero(t, l.count(passRecord{"ns/s99", passServe}), "ahead of the serve passes queued before it")
+}
+
+// A serve pass that fails is retried as a full pass (conditions then say
+// what is wrong), and a failing full pass is not promoted past its backoff.
+func TestFailedServePassRetriesFull(t *testing.T) {
+	c := New(Options{})
+	var fail atomic.Bool
+	fail.Store(true)
+	l := runPassLog(t, c, 1, func(k string, p pass) error {
+		if fail.Load() {
+			return errors.New("the API said no")
+		}
+		return nil
+	})
+	c.addServe("ns/x")
+	require.Eventually(t, func() bool { return l.count(passRecord{"ns/x", passFull}) >= 2 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, 1, l.count(passRecord{"ns/x", passServe}))
+	c.fullMu.Lock()
+	assert.Empty(t, c.fullSince, "a full pass that ran is owed no longer, failed or not")
+	c.fullMu.Unlock()
+	fail.Store(false)
+	l.waitQuiet(t)
+	assert.Equal(t, passRecord{"ns/x", passFull}, l.records()[len(l.records())-1])
 }
 
 // A serve pass writes the import and its slices, no status; the full pass
