@@ -299,36 +299,12 @@ func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration)
 			}
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(fullPassMaxWait / 4)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				c.promoteOverdue()
-			}
-		}
-	}()
+	every(ctx, &wg, fullPassMaxWait/4, c.promoteOverdue)
 	if resync > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(resync)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					c.log.Debug("periodic resync")
-					c.EnqueueAll()
-				}
-			}
-		}()
+		every(ctx, &wg, resync, func() {
+			c.log.Debug("periodic resync")
+			c.EnqueueAll()
+		})
 	}
 	<-ctx.Done()
 	// ShutDown (not ShutDownWithDrain, which leaves the delaying queue's
@@ -336,6 +312,22 @@ func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration)
 	// calls fail fast now that ctx is done.
 	c.queue.ShutDown()
 	wg.Wait()
+}
+
+// every runs f every d until ctx ends, in a goroutine wg waits for.
+func every(ctx context.Context, wg *sync.WaitGroup, d time.Duration, f func()) {
+	wg.Go(func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	})
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {
