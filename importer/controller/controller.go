@@ -134,7 +134,11 @@ func New(o Options) *Controller {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	c.metrics = newMetrics(reg, func() float64 { return float64(c.queue.Len()) })
+	c.metrics = newMetrics(reg, func() float64 { return float64(c.queue.Len()) }, func() float64 {
+		c.fullMu.Lock()
+		defer c.fullMu.Unlock()
+		return float64(len(c.fullSince))
+	})
 	for _, m := range c.members {
 		c.setMemberState(m, members.Up)
 	}

@@ -235,7 +235,11 @@ func TestServePassWritesNoStatus(t *testing.T) {
 	// The caches see the export once it is there.
 	require.Eventually(t, func() bool { return m.Caches().Export(ns, name) != nil && len(m.Caches().SourceSlices(ns, name)) == 1 }, 10*time.Second, 10*time.Millisecond)
 
-	require.NoError(t, c.reconcile(ctx, ns+"/"+name, passServe))
+	// Through processNext, as the workers run it: the serve pass queues a
+	// full pass, which the statuses_owed gauge shows.
+	c.addServe(ns + "/" + name)
+	require.True(t, c.processNext(ctx))
+	assert.Equal(t, 1.0, gauge(t, reg, "mcs_importer_statuses_owed"))
 	assert.Equal(t, 1.0, writes(kindImport))
 	assert.Equal(t, 1.0, writes(kindSlice))
 	assert.Zero(t, writes(kindImportStatus))
@@ -251,7 +255,8 @@ func TestServePassWritesNoStatus(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return m.Caches().Import(ns, name) != nil && len(m.Caches().MirroredSlices(ns, name)) == 1
 	}, 10*time.Second, 10*time.Millisecond)
-	require.NoError(t, c.reconcile(ctx, ns+"/"+name, passFull))
+	require.True(t, c.processNext(ctx), "the full pass, after fullPassDelay")
+	assert.Zero(t, gauge(t, reg, "mcs_importer_statuses_owed"))
 	assert.Equal(t, 1.0, writes(kindImport), "nothing new to create")
 	assert.Equal(t, 1.0, writes(kindSlice))
 	assert.Equal(t, 1.0, writes(kindImportStatus))
@@ -263,6 +268,19 @@ func TestServePassWritesNoStatus(t *testing.T) {
 	se, err = east.MCS.MulticlusterV1beta1().ServiceExports(ns).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, metav1.ConditionTrue, findCondition(se.Status.Conditions, "Ready"))
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }
 
 func findCondition(conds []metav1.Condition, typ string) metav1.ConditionStatus {

@@ -22,7 +22,7 @@ type Metrics struct {
 	MemberState *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer, queueDepth func() float64) *Metrics {
+func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed func() float64) *Metrics {
 	m := &Metrics{
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "mcs_importer", Name: "reconciles_total",
@@ -49,7 +49,11 @@ func newMetrics(reg prometheus.Registerer, queueDepth func() float64) *Metrics {
 	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.Errors, m.MemberState,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "queue_depth",
-			Help: "Keys waiting in the work queue.",
-		}, queueDepth))
+			Help: "Passes (serve and full) ready to run in the work queue.",
+		}, queueDepth),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "mcs_importer", Name: "statuses_owed",
+			Help: "Keys whose serve pass wrote their answers and whose full pass (statuses) has not run since.",
+		}, statusesOwed))
 	return m
 }
