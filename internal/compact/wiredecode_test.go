@@ -24,7 +24,7 @@ import (
 // wireStream is a ServiceImport watch as the API server writes it: every
 // event type, objects with the metadata the decoder skips (managedFields,
 // labels, timestamps), a malformed spec, and an ERROR.
-func wireStream(t *testing.T) []byte {
+func wireStream(t testing.TB) []byte {
 	imp := func(name, rv string, spec any) map[string]any {
 		return map[string]any{
 			"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
@@ -193,4 +193,27 @@ func TestDecodeWireList(t *testing.T) {
 		_, err := DecodeWireList(strings.NewReader(bad))
 		assert.Error(t, err, bad)
 	}
+}
+
+// Whatever the stream holds, decoding returns events or an error, never
+// panics, and every ServiceImport it returns converts (a malformed one
+// comes back rejected, not as a crash).
+func FuzzWireWatchDecoder(f *testing.F) {
+	f.Add(wireStream(f))
+	f.Add([]byte(`{"type":"ADDED","object":{"kind":"ServiceImport","metadata":{"name":"a","namespace":"n"},"spec":{"type":"ClusterSetIP","ips":["10.0.0.1"],"ports":[{"port":80}]}}}`))
+	f.Add([]byte(`{"type":"ERROR","object":{"kind":"Status","status":7,"code":"x"}}`))
+	f.Add([]byte(`{"type":"BOOKMARK","object":{"kind":"ServiceImport","metadata":{"annotations":{"k":1}}}}`))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		d := NewWireWatchDecoder(io.NopCloser(bytes.NewReader(stream)))
+		defer d.Close()
+		for range 100 {
+			_, obj, err := d.Decode()
+			if err != nil {
+				return
+			}
+			if w, ok := obj.(*WireImport); ok {
+				_ = ImportFromWire(w, time.Time{})
+			}
+		}
+	})
 }
