@@ -132,9 +132,14 @@ func TestFullPassNotHeldBack(t *testing.T) {
 	c := New(Options{Now: clock})
 	var changing atomic.Bool
 	changing.Store(true)
+	gate, entered := make(chan struct{}), make(chan struct{})
 	l := runPassLog(t, c, 1, func(k string, p pass) error {
 		if k == "ns/x" && p == passServe && changing.Load() {
 			c.addServe(k) // a change during every serve pass
+		}
+		if k == "gate" && p == passServe {
+			close(entered)
+			<-gate
 		}
 		time.Sleep(30 * time.Millisecond)
 		return nil
@@ -151,7 +156,10 @@ func TestFullPassNotHeldBack(t *testing.T) {
 	l.waitQuiet(t)
 
 	// Other keys' serve passes keep a worker busy; an overdue full pass
-	// is raised above them.
+	// is raised above them. (Queued while the one worker is held, so that
+	// it cannot take the full pass before the serve passes are queued.)
+	c.addServe("gate")
+	<-entered
 	c.fullMu.Lock()
 	c.fullSince["ns/y"] = clock()
 	c.fullMu.Unlock()
@@ -159,6 +167,7 @@ func TestFullPassNotHeldBack(t *testing.T) {
 	for i := range 100 {
 		c.addServe(fmt.Sprintf("ns/s%d", i))
 	}
+	close(gate)
 	time.Sleep(100 * time.Millisecond)
 	assert.Zero(t, l.count(passRecord{"ns/y", passFull}))
 	advance(fullPassMaxWait)
