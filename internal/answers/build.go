@@ -57,6 +57,10 @@ type srvSpec struct {
 	targets []*Node
 }
 
+// Owner is the owner name of the node's records (lower case, fully
+// qualified, without escapes).
+func (n *Node) Owner() string { return n.owner }
+
 // Has reports whether n has records of qtype (answers.Records would
 // return some), without building them.
 func (n *Node) Has(qtype uint16) bool {

@@ -109,18 +109,10 @@ func (ix *Index) HasPTR(reverse string) bool {
 	return ok
 }
 
-// ptrOne is a single PTR record and the slice that holds it, allocated
-// together.
-type ptrOne struct {
-	rrs [1]dns.RR
-	ptr dns.PTR
-}
-
-// PTR returns the PTR records of a lower-case reverse name, or nil: the
-// targets of the services that have its address, by service key, without
-// duplicates. The slice and records are fresh (built per call; one
-// allocation for a single record).
-func (ix *Index) PTR(reverse string) []dns.RR {
+// PTRTargets returns the nodes whose owner names are the PTR targets of a
+// lower-case reverse name (by service key, without duplicates), or nil.
+// The slice is shared and must not be modified; it allocates nothing.
+func (ix *Index) PTRTargets(reverse string) []*Node {
 	ip, ok := parseReverse(reverse)
 	if !ok {
 		return nil
@@ -133,7 +125,32 @@ func (ix *Index) PTR(reverse string) []dns.RR {
 	if len(targets) == 0 {
 		return nil
 	}
-	hdr := dns.RR_Header{Name: reverse, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: ix.ttl}
+	return targets
+}
+
+// PTRTTL is the TTL of the PTR records.
+func (ix *Index) PTRTTL() uint32 { return ix.ttl }
+
+// ptrOne is a single PTR record and the slice that holds it, allocated
+// together.
+type ptrOne struct {
+	rrs [1]dns.RR
+	ptr dns.PTR
+}
+
+// PTR returns the PTR records of a lower-case reverse name, or nil (see
+// PTRTargets). The slice and records are fresh.
+func (ix *Index) PTR(reverse string) []dns.RR {
+	return PTRRecords(reverse, ix.PTRTargets(reverse), ix.ttl)
+}
+
+// PTRRecords builds the PTR records of owner pointing at targets' owner
+// names (fresh; one allocation for a single record), or nil.
+func PTRRecords(owner string, targets []*Node, ttl uint32) []dns.RR {
+	if len(targets) == 0 {
+		return nil
+	}
+	hdr := dns.RR_Header{Name: owner, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: ttl}
 	if len(targets) == 1 {
 		one := &ptrOne{ptr: dns.PTR{Hdr: hdr, Ptr: targets[0].owner}}
 		one.rrs[0] = &one.ptr

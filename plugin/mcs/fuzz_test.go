@@ -22,7 +22,10 @@ func FuzzServeDNS(f *testing.F) {
 	} {
 		f.Add(s, uint16(dns.TypeA))
 		f.Add(s, uint16(dns.TypeSRV))
+		f.Add(s, uint16(dns.TypePTR))
 	}
+	f.Add("5.0.1.10.in-addr.arpa.", uint16(dns.TypePTR))
+	f.Add("7.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa.", uint16(dns.TypePTR))
 	p := newTestMCS(f)
 	p.Next = test.NextHandler(dns.RcodeRefused, nil)
 	f.Fuzz(func(t *testing.T, name string, qtype uint16) {

@@ -27,6 +27,9 @@ type result struct {
 	// (service names): sent packed, or built by Records.
 	node  *answers.Node
 	qtype uint16
+	// ptr, when not nil, are the nodes whose owner names answer a PTR
+	// query (sent as bytes, or built by answers.PTRRecords).
+	ptr []*answers.Node
 }
 
 var (
@@ -71,6 +74,12 @@ func (p *MCS) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		}
 		res.answer, res.extra = res.node.Records(res.qtype)
 		res.fresh = true
+	case res.ptr != nil:
+		ttl := p.index.PTRTTL()
+		if writePTR(w, r, &q, qname, res.ptr, ttl) {
+			return dns.RcodeSuccess, nil
+		}
+		res.answer, res.fresh = answers.PTRRecords(qname, res.ptr, ttl), true
 	case !res.soa && len(res.answer) == 0:
 		if writeNegative(w, r, &q, qname, z, res.rcode, p.index.Serial()) {
 			return dns.RcodeSuccess, nil
@@ -87,11 +96,11 @@ func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
 	}
 	if z.reverse {
 		if qtype == dns.TypePTR {
-			rrs := p.index.PTR(qname)
-			if rrs == nil {
+			targets := p.index.PTRTargets(qname)
+			if targets == nil {
 				return nxdomain
 			}
-			return result{answer: rrs, fresh: true}
+			return result{ptr: targets}
 		}
 		if !p.index.HasPTR(qname) {
 			return nxdomain

@@ -264,6 +264,64 @@ func newSOATail(z *zone) (*soaTail, error) {
 	return &soaTail{b: b, serialAt: at}, nil
 }
 
+// putQuestion writes the reply's header (QR, AA, the query's ID, RD and
+// CD, rcode, QDCOUNT 1; the other counts zero) and its question, the
+// query's name label by label as asked, into buf; it returns the offset
+// after the question, or false for a name it cannot copy (escapes, empty
+// or long labels, not fully qualified). buf must hold 12 + len(q.Name)
+// + 5 octets.
+func putQuestion(buf []byte, r *dns.Msg, q *dns.Question, rcode int) (int, bool) {
+	clear(buf[:12])
+	binary.BigEndian.PutUint16(buf[0:], r.Id)
+	buf[2] = 0x80 | 0x04 // QR, AA
+	if r.RecursionDesired {
+		buf[2] |= 0x01
+	}
+	buf[3] = byte(rcode & 0x0f)
+	if r.CheckingDisabled {
+		buf[3] |= 0x10
+	}
+	binary.BigEndian.PutUint16(buf[4:], 1) // QDCOUNT
+	pos := 12
+	if q.Name != "." {
+		start := 0
+		for i := 0; i < len(q.Name); i++ {
+			switch q.Name[i] {
+			case '\\':
+				return 0, false
+			case '.':
+			default:
+				continue
+			}
+			l := i - start
+			if l == 0 || l > 63 {
+				return 0, false
+			}
+			buf[pos] = byte(l)
+			copy(buf[pos+1:], q.Name[start:i])
+			pos += 1 + l
+			start = i + 1
+		}
+		if start != len(q.Name) {
+			return 0, false // not fully qualified
+		}
+	}
+	buf[pos] = 0
+	pos++
+	binary.BigEndian.PutUint16(buf[pos:], q.Qtype)
+	binary.BigEndian.PutUint16(buf[pos+2:], dns.ClassINET)
+	return pos + 4, true
+}
+
+// questionLen is the wire length of the question putQuestion writes for
+// an escape-free fully qualified name.
+func questionLen(name string) int {
+	if name == "." {
+		return 1 + 4
+	}
+	return len(name) + 1 + 4
+}
+
 // writeNegative sends a negative reply (rcode NXDOMAIN, or NOERROR for
 // NODATA) to r with the zone's SOA in the authority section (RFC 2308),
 // built as bytes: the question is the query's, and the SOA's owner is a
@@ -278,16 +336,7 @@ func writeNegative(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname stri
 	if !ok {
 		return false
 	}
-	for i := 0; i < len(q.Name); i++ {
-		if q.Name[i] == '\\' {
-			return false
-		}
-	}
-	qlen := len(q.Name) + 1 // wire length of an escape-free FQDN
-	if q.Name == "." {
-		qlen = 1
-	}
-	n := 12 + qlen + 4 + 2 + len(tail.b)
+	n := 12 + questionLen(q.Name) + 2 + len(tail.b)
 	if z.name == "." {
 		n-- // the root owner is one octet, not a two-octet pointer
 	}
@@ -299,44 +348,11 @@ func writeNegative(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname stri
 	}
 	bp, buf := replyBuf(n)
 	defer replyBufs.Put(bp)
-	clear(buf[:12])
-	binary.BigEndian.PutUint16(buf[0:], r.Id)
-	buf[2] = 0x80 | 0x04 // QR, AA
-	if r.RecursionDesired {
-		buf[2] |= 0x01
+	pos, ok := putQuestion(buf, r, q, rcode)
+	if !ok {
+		return false
 	}
-	buf[3] = byte(rcode & 0x0f)
-	if r.CheckingDisabled {
-		buf[3] |= 0x10
-	}
-	binary.BigEndian.PutUint16(buf[4:], 1) // QDCOUNT
 	binary.BigEndian.PutUint16(buf[8:], 1) // NSCOUNT
-	pos := 12
-	// The question name, label by label, as asked.
-	if q.Name != "." {
-		start := 0
-		for i := 0; i < len(q.Name); i++ {
-			if q.Name[i] != '.' {
-				continue
-			}
-			l := i - start
-			if l == 0 || l > 63 {
-				return false
-			}
-			buf[pos] = byte(l)
-			copy(buf[pos+1:], q.Name[start:i])
-			pos += 1 + l
-			start = i + 1
-		}
-		if start != len(q.Name) {
-			return false // not fully qualified
-		}
-	}
-	buf[pos] = 0
-	pos++
-	binary.BigEndian.PutUint16(buf[pos:], q.Qtype)
-	binary.BigEndian.PutUint16(buf[pos+2:], dns.ClassINET)
-	pos += 4
 	if z.name == "." {
 		buf[pos] = 0
 		pos++
@@ -353,6 +369,59 @@ func writeNegative(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname stri
 		binary.BigEndian.PutUint16(buf[10:], 1) // ARCOUNT
 	}
 	setRcode(w, rcode)
+	_, _ = w.Write(buf) // as in writePacked, a failed write counts as written
+	return true
+}
+
+// writePTR sends the PTR records of the reverse name qname (the query's
+// q.Name in lower case), pointing at the owner names of targets, built
+// as bytes: each record's owner is a pointer to the question, the
+// targets are written uncompressed (they share no suffix with a reverse
+// name). It reports whether it did: a reply that does not fit the
+// client's buffer takes the dns.Msg path, which truncates it.
+func writePTR(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, targets []*answers.Node, ttl uint32) bool {
+	if q.Qclass != dns.ClassINET || r.Opcode != dns.OpcodeQuery || len(q.Name) != len(qname) ||
+		len(qname) > 254 || len(targets) > 0xffff || !rawWriter(w) {
+		return false
+	}
+	opt, ok := queryOPT(r)
+	if !ok {
+		return false
+	}
+	n := 12 + questionLen(q.Name)
+	for _, t := range targets {
+		n += 2 + 10 + len(t.Owner()) + 1 // pointer, type..RDLENGTH, name
+	}
+	if opt != nil {
+		n += optLen
+	}
+	state := request.Request{W: w, Req: r}
+	if n > state.Size() {
+		return false
+	}
+	bp, buf := replyBuf(n)
+	defer replyBufs.Put(bp)
+	pos, ok := putQuestion(buf, r, q, dns.RcodeSuccess)
+	if !ok {
+		return false
+	}
+	binary.BigEndian.PutUint16(buf[6:], uint16(len(targets))) // #nosec G115 -- checked above
+	for _, t := range targets {
+		binary.BigEndian.PutUint16(buf[pos:], 0xc000|12) // the question's name
+		binary.BigEndian.PutUint16(buf[pos+2:], dns.TypePTR)
+		binary.BigEndian.PutUint16(buf[pos+4:], dns.ClassINET)
+		binary.BigEndian.PutUint32(buf[pos+6:], ttl)
+		end, err := dns.PackDomainName(t.Owner(), buf, pos+12, nil, false)
+		if err != nil || end != pos+12+len(t.Owner())+1 {
+			return false // an owner with escapes: not what the size assumed
+		}
+		binary.BigEndian.PutUint16(buf[pos+10:], uint16(end-pos-12)) // #nosec G115 -- <= 255
+		pos = end
+	}
+	if opt != nil {
+		putOPT(buf[pos:], opt)
+		binary.BigEndian.PutUint16(buf[10:], 1) // ARCOUNT
+	}
 	_, _ = w.Write(buf) // as in writePacked, a failed write counts as written
 	return true
 }

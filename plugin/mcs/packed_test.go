@@ -16,6 +16,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcs-dns/mcs-dns/internal/answers"
 )
 
 // wire is the server's own writer as far as the plugin can tell: it
@@ -89,6 +91,19 @@ func TestPackedMatchesMsgPath(t *testing.T) {
 		}
 	}
 	require.Greater(t, len(names), 20)
+	// Reverse names: every address's PTR records.
+	seen := map[string]bool{}
+	for _, f := range fixture() {
+		if set := p.index.Service(f.svc.Key()); set != nil {
+			for _, ptr := range set.PTRs() {
+				if !seen[ptr.Reverse] {
+					seen[ptr.Reverse] = true
+					names = append(names, ptr.Reverse)
+				}
+			}
+		}
+	}
+	require.Greater(t, len(seen), 10)
 	// Negative answers: NXDOMAIN, and NODATA for names that exist.
 	names = append(names, "nothere.demo.svc.clusterset.local.", "x.y.nothere.demo.svc.clusterset.local.",
 		"demo.svc.clusterset.local.", "clusterset.local.", "dns-version.clusterset.local.",
@@ -114,7 +129,7 @@ func TestPackedMatchesMsgPath(t *testing.T) {
 	}
 	fast := 0
 	for _, name := range names {
-		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeTXT} {
+		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeTXT, dns.TypePTR} {
 			for _, v := range variants {
 				t.Run(fmt.Sprintf("%s/%s/%s", name, dns.TypeToString[qtype], v.name), func(t *testing.T) {
 					qname := name
@@ -353,4 +368,48 @@ func (front) wrap(w dns.ResponseWriter) dns.ResponseWriter {
 		return 0, nil
 	}), context.Background(), w, nil)
 	return got
+}
+
+// TestPTRPacked: PTR answers go out as bytes when they fit the client's
+// buffer (an address several services share has several records) and
+// take the dns.Msg path, truncated, when they do not.
+func TestPTRPacked(t *testing.T) {
+	p := newMCS(&config{zones: []string{"clusterset.local.", "in-addr.arpa."}, ttl: 5}, nil)
+	acfg := answers.Config{Zones: p.cfg.forwardZones(), TTL: 5}
+	for i := range 12 {
+		svc := &answers.Service{Namespace: "demo", Name: fmt.Sprintf("shared-%02d-%s", i, strings.Repeat("x", 30)), Type: answers.Headless}
+		p.index.Put(svc.Key(), answers.Build(svc, []*answers.Slice{{ClusterID: "east", Endpoints: []answers.Endpoint{readyEP("pod", "10.9.0.1")}}}, acfg))
+	}
+	mk := func(size uint16) *dns.Msg {
+		r := new(dns.Msg)
+		r.SetQuestion("1.0.9.10.IN-ADDR.arpa.", dns.TypePTR)
+		r.Id = 0x1234
+		if size > 0 {
+			r.SetEdns0(size, false)
+		}
+		return r
+	}
+	got, n, fast := serve(t, p, mk(4096), false, nil)
+	require.True(t, fast)
+	assert.Greater(t, n, 512)
+	require.Len(t, got.Answer, 12)
+	want, _, slow := serve(t, p, mk(4096), false, func(w dns.ResponseWriter) dns.ResponseWriter { return dnstest.NewRecorder(w) })
+	require.False(t, slow)
+	assert.Equal(t, want.MsgHdr, got.MsgHdr)
+	assert.Equal(t, want.Question, got.Question)
+	assert.Equal(t, asWritten(want.Answer), asWritten(got.Answer))
+	assert.Equal(t, asWritten(want.Extra), asWritten(got.Extra))
+	for _, rr := range got.Answer {
+		assert.Equal(t, "1.0.9.10.IN-ADDR.arpa.", rr.Header().Name, "owner points at the question")
+		assert.Equal(t, uint32(5), rr.Header().Ttl)
+	}
+
+	got, n, fast = serve(t, p, mk(0), false, nil)
+	assert.False(t, fast, "does not fit 512 octets")
+	assert.True(t, got.Truncated)
+	assert.LessOrEqual(t, n, 512)
+
+	got, _, fast = serve(t, p, mk(0), true, nil)
+	assert.True(t, fast, "TCP")
+	assert.Len(t, got.Answer, 12)
 }
