@@ -119,8 +119,9 @@ type Set struct {
 	ptrEnd   []uint32
 	// endpoints is the number of ready endpoints answered.
 	endpoints int32
-	// skipped counts endpoints left out because their names would not
-	// be valid DNS names (too long).
+	// skipped counts ready endpoints without a per-endpoint name (nor SRV
+	// record or PTR) because it would not be a valid DNS name (too long);
+	// the service's name answers with their addresses all the same.
 	skipped int32
 	typ     Type
 }
@@ -157,8 +158,9 @@ func (s *Set) Type() Type { return s.typ }
 // Endpoints is the number of ready endpoints the set answers with.
 func (s *Set) Endpoints() int { return int(s.endpoints) }
 
-// Skipped is the number of ready endpoints left out because a name built
-// from them would exceed DNS limits.
+// Skipped is the number of ready endpoints without a per-endpoint name
+// because it would exceed DNS limits (the service's name still answers
+// with their addresses).
 func (s *Set) Skipped() int { return int(s.skipped) }
 
 // ptrAddrs are the addresses the set has PTR records for, each once.
@@ -515,23 +517,50 @@ func distinctPorts(groups []portGroup) []uint16 {
 	return out
 }
 
-// dedupAddrs returns ips without repeats: ips itself when it has none.
+// dedupAddrs returns ips without repeats, in order of first appearance:
+// ips itself when it has none. Short lists are compared pairwise (no
+// allocation); long ones through a set, so that a service with many
+// thousands of endpoints costs linear time, not quadratic.
 func dedupAddrs(ips []netip.Addr) []netip.Addr {
-	dup := false
-	for i := 1; i < len(ips) && !dup; i++ {
-		dup = slices.Contains(ips[:i], ips[i])
+	if len(ips) <= dedupPairwise {
+		dup := false
+		for i := 1; i < len(ips) && !dup; i++ {
+			dup = slices.Contains(ips[:i], ips[i])
+		}
+		if !dup {
+			return ips
+		}
+		out := make([]netip.Addr, 0, len(ips))
+		for _, ip := range ips {
+			if !slices.Contains(out, ip) {
+				out = append(out, ip)
+			}
+		}
+		return out
 	}
-	if !dup {
-		return ips
-	}
-	out := make([]netip.Addr, 0, len(ips))
-	for _, ip := range ips {
-		if !slices.Contains(out, ip) {
+	seen := make(map[netip.Addr]struct{}, len(ips))
+	var out []netip.Addr // nil until the first repeat
+	for i, ip := range ips {
+		if _, dup := seen[ip]; dup {
+			if out == nil {
+				out = make([]netip.Addr, i, len(ips))
+				copy(out, ips[:i])
+			}
+			continue
+		}
+		seen[ip] = struct{}{}
+		if out != nil {
 			out = append(out, ip)
 		}
 	}
+	if out == nil {
+		return ips
+	}
 	return out
 }
+
+// dedupPairwise is the longest list dedupAddrs compares pairwise.
+const dedupPairwise = 128
 
 func buildClusterSetIP(svc *Service, cfg Config) *Set {
 	ips := dedupAddrs(svc.IPs)
@@ -635,7 +664,11 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 			}
 			rel := host + "." + sl.ClusterID
 			if !validName(host, rel, svcRel, longest) {
+				// No per-endpoint name (nor SRV record or PTR, which
+				// would name it), but the endpoint is ready: the
+				// service's own name still answers with its addresses.
 				skipped++
+				all = append(all, ep.Addresses...)
 				continue
 			}
 			nEps++
@@ -653,20 +686,20 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 				byRel[rel] = i
 				names = append(names, endpointName{rel: rel})
 			}
-			for _, ip := range ep.Addresses {
-				if !slices.Contains(names[i].addrs, ip) {
-					names[i].addrs = append(names[i].addrs, ip)
-				}
-				all = append(all, ip)
-			}
+			// Repeats are dropped below, once per name.
+			names[i].addrs = append(names[i].addrs, ep.Addresses...)
+			all = append(all, ep.Addresses...)
 		}
 	}
-	if nEps == 0 {
+	if len(all) == 0 {
 		return nil
 	}
+	for i := range names {
+		names[i].addrs = dedupAddrs(names[i].addrs)
+	}
 	s := newSet(svc, cfg)
-	s.skipped = int32(min(skipped, math.MaxInt32)) // #nosec G115 -- clamped
-	s.endpoints = int32(min(nEps, math.MaxInt32))  // #nosec G115 -- clamped
+	s.skipped = int32(min(skipped, math.MaxInt32))        // #nosec G115 -- clamped
+	s.endpoints = int32(min(nEps+skipped, math.MaxInt32)) // #nosec G115 -- clamped
 	if len(all) < cap(all) {
 		all = slices.Clone(all) // no unused capacity kept
 	}
@@ -733,7 +766,8 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 
 // headlessPTRs returns the PTR targets of a headless set (see
 // Set.ptrTargets): for each of addrs, the nodes among targets whose
-// addresses (epAddrs, at the same index) include it, in order.
+// addresses (epAddrs, at the same index) include it, in order; none for
+// an address only endpoints without a name have.
 func headlessPTRs(addrs []netip.Addr, epAddrs [][]netip.Addr, targets []*Node) ([]*Node, []uint32) {
 	at := make(map[netip.Addr]int, len(addrs))
 	for j, ip := range addrs {
@@ -748,7 +782,7 @@ func headlessPTRs(addrs []netip.Addr, epAddrs [][]netip.Addr, targets []*Node) (
 		}
 	}
 	nodes := make([]*Node, pairs)
-	if pairs == len(addrs) {
+	if pairs == len(addrs) && !slices.Contains(count, 0) {
 		// Every address has one target: nodes[j] is it.
 		for i, ips := range epAddrs {
 			for _, ip := range ips {

@@ -38,4 +38,22 @@ func BenchmarkBuild(b *testing.B) {
 			}
 		}
 	})
+	// One large service: building it must cost time linear in its
+	// endpoints (each change to any of its slices rebuilds all of it).
+	for _, n := range []int{1000, 16000} {
+		big := &Service{Namespace: "ns1", Name: "big", Type: Headless, Ports: ports[:1]}
+		sl := &Slice{Name: "big-east", ClusterID: "east"}
+		for i := range n {
+			sl.Endpoints = append(sl.Endpoints, Endpoint{Ready: true,
+				Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)})}})
+		}
+		b.Run(fmt.Sprintf("Headless-%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if Build(big, []*Slice{sl}, cfg) == nil {
+					b.Fatal("no set")
+				}
+			}
+		})
+	}
 }

@@ -230,8 +230,47 @@ func TestHeadlessTooLongNameSkipped(t *testing.T) {
 	}, cfg)
 	require.NotNil(t, s)
 	assert.Equal(t, 1, s.Skipped())
-	assert.Equal(t, 1, s.Endpoints())
-	assert.Equal(t, []string{"A 10.1.0.6"}, render(t, s, "", dns.TypeA))
+	assert.Equal(t, 2, s.Endpoints())
+	// The endpoint is ready: the service's name answers with it (spec:
+	// an A record per ready endpoint); only the names that would name
+	// it (its own, its SRV record, its PTR) are left out.
+	assert.Equal(t, []string{"A 10.1.0.5", "A 10.1.0.6"}, render(t, s, "", dns.TypeA))
+	assert.Equal(t, []PTR{{Reverse: "6.0.1.10.in-addr.arpa.", Target: "db-1.east." + svc.Name + "." + svc.Namespace + ".svc.clusterset.local."}}, s.PTRs())
+
+	// Every endpoint without a name: the service still answers A, and
+	// has no SRV records (they would have no targets).
+	s = Build(svc, []*Slice{{ClusterID: id, Endpoints: []Endpoint{ep("db-0", yes, "10.1.0.5"), ep("", yes, "10.1.0.7")}}}, cfg)
+	require.NotNil(t, s)
+	assert.Equal(t, 2, s.Skipped())
+	assert.Equal(t, []string{"A 10.1.0.5", "A 10.1.0.7"}, render(t, s, "", dns.TypeA))
+	assert.False(t, s.Lookup(0, "").Has(dns.TypeSRV))
+	assert.Empty(t, s.PTRs())
+	ix := NewIndex(5)
+	ix.Put(s.Key(), s)
+	assert.False(t, ix.HasPTR("5.0.1.10.in-addr.arpa."), "no PTR for an endpoint without a name")
+}
+
+// TestDedupAddrs: repeats go, first appearances stay in order, on both
+// sides of the pairwise/set threshold; a list without repeats is
+// returned as is.
+func TestDedupAddrs(t *testing.T) {
+	for _, n := range []int{0, 1, 2, dedupPairwise, dedupPairwise + 1, 1000} {
+		var in, want []netip.Addr
+		for i := range n {
+			a := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+			in = append(in, a)
+			want = append(want, a)
+			if i%3 == 1 {
+				in = append(in, in[i/2]) // a repeat of an earlier one
+			}
+		}
+		got := dedupAddrs(in)
+		assert.Equal(t, want, got, "n=%d", n)
+		if len(want) > 0 {
+			unique := slices.Clone(want)
+			assert.Same(t, &unique[0], &dedupAddrs(unique)[0], "n=%d: no copy without repeats", n)
+		}
+	}
 }
 
 func TestSeveralZones(t *testing.T) {

@@ -240,7 +240,11 @@ func (ix *Index) updatePTR(key string, old, set *Set) {
 		}
 	}
 	for j, ip := range addrs {
-		ix.replacePTR(ip, key, ptrRef{set: set, j: uint32(j)}) // #nosec G115 -- at most the addresses of a service
+		own := ptrRef{set: set, j: uint32(j)} // #nosec G115 -- at most the addresses of a service
+		if len(own.targets()) == 0 {
+			own = ptrRef{} // only endpoints without a name have it
+		}
+		ix.replacePTR(ip, key, own)
 	}
 }
 

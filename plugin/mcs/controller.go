@@ -551,6 +551,9 @@ func (c *controller) build(ns, name string, arrived time.Time) {
 	if old == nil && set == nil {
 		return
 	}
+	if set != nil && set.Skipped() > 0 && (old == nil || old.Skipped() != set.Skipped()) {
+		log.Warningf("ServiceImport %s: %d ready endpoint(s) get no per-endpoint name, SRV record or PTR: the name would exceed DNS limits (the service's name still answers with their addresses)", storeKey, set.Skipped())
+	}
 	programmingLatency.Observe(time.Since(arrived).Seconds())
 	c.account(old, set)
 }
