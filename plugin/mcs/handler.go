@@ -52,11 +52,21 @@ func (p *MCS) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if zi < 0 {
 		return plugin.NextOrFailure(p.Name(), p.Next, ctx, w, r)
 	}
+	if r.Opcode != dns.OpcodeQuery {
+		// NOTIFY, UPDATE, ...: this server is no primary or secondary
+		// for the zone (the server replies with this rcode).
+		return dns.RcodeNotImplemented, nil
+	}
 	if q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		return dns.RcodeRefused, nil
 	}
 	z := p.zones[zi]
-	res := p.resolve(qname, z, q.Qtype)
+	var res result
+	if q.Qtype == dns.TypeANY {
+		res = p.resolveANY(qname, z)
+	} else {
+		res = p.resolve(qname, z, q.Qtype)
+	}
 	if res.rcode == dns.RcodeNameError {
 		if p.cfg.fall.Through(qname) {
 			return plugin.NextOrFailure(p.Name(), p.Next, ctx, w, r)
@@ -143,6 +153,27 @@ func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
 		return result{node: node, qtype: qtype}
 	}
 	return nxdomain
+}
+
+// anyOrder is the order in which an ANY query looks for an RRset.
+var anyOrder = [...]uint16{dns.TypeSOA, dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypePTR, dns.TypeTXT, dns.TypeNS}
+
+// resolveANY answers an ANY query as RFC 8482 recommends: with one RRset
+// the name has (the first in anyOrder), not all of them; NODATA only for
+// a name without records, NXDOMAIN for one that does not exist.
+func (p *MCS) resolveANY(qname string, z *zone) result {
+	first := true
+	for _, t := range anyOrder {
+		r := p.resolve(qname, z, t)
+		if first && r.rcode == dns.RcodeNameError {
+			return r
+		}
+		first = false
+		if r.soa || r.node != nil || r.ptr != nil || len(r.answer) > 0 {
+			return r
+		}
+	}
+	return nodata
 }
 
 // apex answers the zone's own name: SOA, NS (with the addresses of its

@@ -262,6 +262,47 @@ func TestServeDNSTransfersRefused(t *testing.T) {
 	assert.Equal(t, dns.RcodeRefused, query(t, p, "clusterset.local.", dns.TypeAXFR).Rcode)
 }
 
+// TestServeDNSOtherOpcodes: NOTIFY, UPDATE and the like are not queries;
+// the server replies NOTIMP instead of an answer.
+func TestServeDNSOtherOpcodes(t *testing.T) {
+	p := newTestMCS(t)
+	for _, op := range []int{dns.OpcodeNotify, dns.OpcodeUpdate, dns.OpcodeStatus} {
+		m := query(t, p, "web.demo.svc.clusterset.local.", dns.TypeA, func(m *dns.Msg, _ *test.ResponseWriter) { m.Opcode = op })
+		assert.Equal(t, dns.RcodeNotImplemented, m.Rcode, dns.OpcodeToString[op])
+		assert.Empty(t, m.Answer)
+	}
+}
+
+// TestServeDNSTypeANY: RFC 8482, one RRset of the name rather than an
+// empty answer (which a cache would keep as "no records").
+func TestServeDNSTypeANY(t *testing.T) {
+	p := newTestMCS(t)
+	for name, want := range map[string][]string{
+		"web.demo.svc.clusterset.local.":            {"web.demo.svc.clusterset.local. A 10.96.0.10"},
+		"db.demo.svc.clusterset.local.":             {"db.demo.svc.clusterset.local. A 10.1.0.5"},
+		"_http._tcp.web.demo.svc.clusterset.local.": {"_http._tcp.web.demo.svc.clusterset.local. SRV 0 100 80 web.demo.svc.clusterset.local."},
+		"10.0.96.10.in-addr.arpa.":                  {"10.0.96.10.in-addr.arpa. PTR web.demo.svc.clusterset.local."},
+		"dns-version.clusterset.local.":             {`dns-version.clusterset.local. TXT "1.0.0"`},
+	} {
+		m := query(t, p, name, dns.TypeANY)
+		assert.Equal(t, dns.RcodeSuccess, m.Rcode, name)
+		assert.Equal(t, want, rrs(m.Answer), name)
+		require.Len(t, m.Question, 1)
+		assert.Equal(t, dns.TypeANY, m.Question[0].Qtype)
+	}
+	m := query(t, p, "clusterset.local.", dns.TypeANY)
+	require.Len(t, m.Answer, 1)
+	assert.Equal(t, dns.TypeSOA, m.Answer[0].Header().Rrtype)
+
+	m = query(t, p, "demo.svc.clusterset.local.", dns.TypeANY)
+	assert.Equal(t, dns.RcodeSuccess, m.Rcode, "an empty non-terminal has no RRset: NODATA")
+	assert.Empty(t, m.Answer)
+	require.Len(t, m.Ns, 1)
+
+	m = query(t, p, "nothere.demo.svc.clusterset.local.", dns.TypeANY)
+	assert.Equal(t, dns.RcodeNameError, m.Rcode)
+}
+
 func packed(t *testing.T, m *dns.Msg) int {
 	t.Helper()
 	b, err := m.Pack()
