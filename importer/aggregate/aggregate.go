@@ -25,6 +25,10 @@
 //     (the API recommends raising the condition on all constituents).
 //   - Conflict reasons are comma-joined in a fixed order; NoConflicts when
 //     there are none.
+//   - exportedLabels and exportedAnnotations the API server would reject,
+//     and the keys mcs-importer owns (mcs-dns.io/..., the managed-by label,
+//     the derived-service annotation), are not copied; the export's Valid
+//     message lists them.
 package aggregate
 
 import (
@@ -239,13 +243,18 @@ func mapsEqual(a, b map[string]string) bool {
 func Compute(in Input) Result {
 	res := Result{Exports: make([]ExportResult, len(in.Exports))}
 	var valid []*Export
+	type meta struct{ labels, annotations map[string]string }
+	exported := make(map[*Export]meta, len(in.Exports))
 	for i := range in.Exports {
 		e := &in.Exports[i]
 		ok, cond := validity(e)
-		res.Exports[i] = ExportResult{ClusterID: e.ClusterID, Valid: ok, ValidCondition: cond}
 		if ok {
 			valid = append(valid, e)
+			labels, annotations, dropped := exportedMeta(e)
+			exported[e] = meta{labels, annotations}
+			cond.Message += droppedMessage(dropped)
 		}
+		res.Exports[i] = ExportResult{ClusterID: e.ClusterID, Valid: ok, ValidCondition: cond}
 	}
 	slices.SortStableFunc(valid, func(a, b *Export) int {
 		if Older(a, b) {
@@ -309,8 +318,8 @@ func Compute(in Input) Result {
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace:   in.Namespace,
 				Name:        in.Name,
-				Labels:      ImportLabels(oldest.Export.Spec.ExportedLabels),
-				Annotations: maps.Clone(oldest.Export.Spec.ExportedAnnotations),
+				Labels:      ImportLabels(exported[oldest].labels),
+				Annotations: exported[oldest].annotations,
 			},
 			Spec: mcsv1beta1.ServiceImportSpec{
 				Ports:           unionPorts(sets),

@@ -531,3 +531,44 @@ func TestClusterSetIPOptIn(t *testing.T) {
 	r = run(&yes, nil, optIn("true"))
 	assert.Empty(t, r.Conflicts, "explicit and default agree")
 }
+
+// TestExportedMetaFiltered: what an export asks for on the import but the
+// API server would reject, or mcs-importer owns, is left out (and said in
+// the Valid message); the rest is copied.
+func TestExportedMetaFiltered(t *testing.T) {
+	r := compute(exp{cluster: "east",
+		labels: map[string]string{"team": "a", "bad key!": "x", "tier": "has space",
+			mcsapi.LabelManagedBy: "someone-else", "mcs-dns.io/anything": "x"},
+		annos: map[string]string{"note": "kept", mcsapi.AnnotationClusterSetIP: "10.255.0.9",
+			mcsapi.AnnotationUseClusterSetIP: "true", mcsapi.AnnotationDerivedService: "kube-dns",
+			"sub.mcs-dns.io/x": "y", "Bad/Key/": "v"},
+	})
+	require.NotNil(t, r.Import)
+	assert.Equal(t, map[string]string{"team": "a", mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}, r.Import.Labels)
+	assert.Equal(t, map[string]string{"note": "kept"}, r.Import.Annotations, "no forged VIP claim, opt-in or derived Service")
+	require.True(t, r.Exports[0].Valid, "the export itself stays valid")
+	msg := r.Exports[0].ValidCondition.Message
+	assert.True(t, strings.HasPrefix(msg, "Service is exportable; not copied to the ServiceImport: "), msg)
+	for _, k := range []string{"bad key!", mcsapi.LabelManagedBy, "mcs-dns.io/anything", mcsapi.AnnotationClusterSetIP, mcsapi.AnnotationDerivedService, "Bad/Key/"} {
+		assert.Contains(t, msg, `"`+k+`"`)
+	}
+	assert.Contains(t, msg, "and 1 more", "at most 8 listed")
+	// The message does not depend on map order (no status flapping).
+	for range 20 {
+		assert.Equal(t, msg, compute(exp{cluster: "east", labels: map[string]string{"team": "a", "bad key!": "x", "tier": "has space",
+			mcsapi.LabelManagedBy: "someone-else", "mcs-dns.io/anything": "x"},
+			annos: map[string]string{"note": "kept", mcsapi.AnnotationClusterSetIP: "10.255.0.9",
+				mcsapi.AnnotationUseClusterSetIP: "true", mcsapi.AnnotationDerivedService: "kube-dns",
+				"sub.mcs-dns.io/x": "y", "Bad/Key/": "v"}}).Exports[0].ValidCondition.Message)
+	}
+
+	// Annotations larger than the API server takes in all: none copied.
+	r = compute(exp{cluster: "east", annos: map[string]string{"a": strings.Repeat("x", 200<<10), "b": strings.Repeat("y", 100<<10)}})
+	require.NotNil(t, r.Import)
+	assert.Empty(t, r.Import.Annotations)
+	assert.Contains(t, r.Exports[0].ValidCondition.Message, "larger than")
+
+	// Clean metadata: the message is the plain one.
+	r = compute(exp{cluster: "east", labels: map[string]string{"team": "a"}})
+	assert.Equal(t, "Service is exportable", r.Exports[0].ValidCondition.Message)
+}

@@ -168,18 +168,20 @@ func unstructuredString(obj map[string]any, path ...string) (string, bool, error
 	return s, ok, nil
 }
 
-// ValidateID checks that a cluster ID can appear in DNS names: a DNS-1123
-// subdomain (lower-case alphanumeric and '-' labels of at most 63
-// characters, at most 253 in all).
+// ValidateID checks that a cluster ID can appear in DNS names and in the
+// source-cluster label of the EndpointSlices mirrored from the cluster: a
+// DNS-1123 subdomain (lower-case alphanumeric and '-' labels) of at most
+// 63 characters, a label value's limit. (KEP-2149 allows 128; such an ID
+// would make every mirrored slice, and so every import the cluster
+// contributes to, fail to write.)
 func ValidateID(id string) error {
 	errs := validation.IsDNS1123Subdomain(id)
-	for _, l := range strings.Split(id, ".") {
-		if len(l) > validation.DNS1123LabelMaxLength {
-			errs = append(errs, fmt.Sprintf("label %q is longer than %d characters", l, validation.DNS1123LabelMaxLength))
-		}
+	if len(id) > validation.LabelValueMaxLength {
+		errs = append(errs, fmt.Sprintf("longer than %d characters", validation.LabelValueMaxLength))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("cluster ID %q is not valid (it appears in DNS names, so it must be a DNS-1123 subdomain of labels of at most 63 characters): %s", id, strings.Join(errs, "; "))
+		return fmt.Errorf("cluster ID %q is not valid (it appears in DNS names and in the %s label, so it must be a DNS-1123 subdomain of at most %d characters): %s",
+			id, mcsapi.LabelSourceCluster, validation.LabelValueMaxLength, strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -14,10 +14,11 @@ import (
 )
 
 func TestValidateID(t *testing.T) {
-	for _, id := range []string{"east", "east-1", "eu.west.example", "a", strings.Repeat("a", 63) + ".b"} {
+	for _, id := range []string{"east", "east-1", "eu.west.example", "a", strings.Repeat("a", 61) + ".b", strings.Repeat("a", 63)} {
 		assert.NoError(t, ValidateID(id), id)
 	}
-	for _, id := range []string{"", "East", "east_1", "-east", "east-", "east..west", strings.Repeat("a", 64), "x." + strings.Repeat("a", 64), strings.Repeat("a.", 127) + "a"} {
+	for _, id := range []string{"", "East", "east_1", "-east", "east-", "east..west", strings.Repeat("a", 64), "x." + strings.Repeat("a", 64), strings.Repeat("a.", 127) + "a",
+		strings.Repeat("a", 62) + ".b" /* 64: longer than a label value */} {
 		assert.Error(t, ValidateID(id), id)
 	}
 }
