@@ -171,9 +171,9 @@ func unstructuredString(obj map[string]any, path ...string) (string, bool, error
 // ValidateID checks that a cluster ID can appear in DNS names and in the
 // source-cluster label of the EndpointSlices mirrored from the cluster: a
 // DNS-1123 subdomain (lower-case alphanumeric and '-' labels) of at most
-// 63 characters, a label value's limit. (KEP-2149 allows 128; such an ID
-// would make every mirrored slice, and so every import the cluster
-// contributes to, fail to write.)
+// 63 characters, a label value's limit (a longer ID would make every
+// mirrored slice, and so every import the cluster contributes to, fail to
+// write).
 func ValidateID(id string) error {
 	errs := validation.IsDNS1123Subdomain(id)
 	if len(id) > validation.LabelValueMaxLength {
