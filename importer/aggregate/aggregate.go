@@ -200,6 +200,30 @@ func samePort(a, b mcsv1beta1.ServicePort) bool {
 	return a.Name == b.Name || (a.Port == b.Port && a.Protocol == b.Protocol)
 }
 
+// portRenames maps the names of svc's ports to the names the import's
+// ports (the union, oldest definition first) give them, where they differ:
+// an export naming a port "http" that the oldest export leaves unnamed has
+// its slices' "http" port renamed "", or proxies would find no endpoints
+// for the import's port. Nil when nothing is renamed.
+func portRenames(svc *corev1.Service, union []mcsv1beta1.ServicePort) map[string]string {
+	var out map[string]string
+	for _, sp := range svc.Spec.Ports {
+		p := ImportPort(sp)
+		if slices.ContainsFunc(union, func(q mcsv1beta1.ServicePort) bool { return q.Name == p.Name }) {
+			continue // the import has a port of this name (its definition may be another export's)
+		}
+		i := slices.IndexFunc(union, func(q mcsv1beta1.ServicePort) bool { return samePort(p, q) })
+		if i < 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[p.Name] = union[i].Name
+	}
+	return out
+}
+
 func portSet(svc *corev1.Service) []mcsv1beta1.ServicePort {
 	out := make([]mcsv1beta1.ServicePort, 0, len(svc.Spec.Ports))
 	for _, p := range svc.Spec.Ports {
@@ -374,12 +398,13 @@ func Compute(in Input) Result {
 		byCluster := slices.Clone(valid)
 		slices.SortFunc(byCluster, func(a, b *Export) int { return cmp.Compare(a.ClusterID, b.ClusterID) })
 		for _, e := range byCluster {
+			renames := portRenames(e.Service, imp.Spec.Ports)
 			for _, s := range e.Slices {
 				// FQDN slices have no place in MCS DNS; deleted ones are gone.
 				if s.DeletionTimestamp != nil || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
 					continue
 				}
-				res.Slices = append(res.Slices, MirrorSlice(s, e.ClusterID, in.Name))
+				res.Slices = append(res.Slices, MirrorSlice(s, e.ClusterID, in.Name, renames))
 			}
 		}
 		slices.SortFunc(res.Slices, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })

@@ -572,3 +572,42 @@ func TestExportedMetaFiltered(t *testing.T) {
 	r = compute(exp{cluster: "east", labels: map[string]string{"team": "a"}})
 	assert.Equal(t, "Service is exportable", r.Exports[0].ValidCondition.Message)
 }
+
+// TestMirroredPortsRenamed: proxies match a slice's ports to the import's
+// by name; where an export names a port the import (the oldest export)
+// names otherwise, its mirrored slices carry the import's name.
+func TestMirroredPortsRenamed(t *testing.T) {
+	slice := func(e *Export, port string) {
+		e.Slices = []*discoveryv1.EndpointSlice{{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web-" + e.ClusterID},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &port, Port: ptr[int32](8080)}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}}},
+		}}
+	}
+	in := Input{Namespace: "ns", Name: "web", Exports: []Export{
+		mk(exp{cluster: "east", svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("", 80)} }}),
+		mk(exp{cluster: "west", age: 5, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("http", 80), tcp("metrics", 9090)} }}),
+		mk(exp{cluster: "north", age: 9, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("", 80)} }}),
+	}}
+	slice(&in.Exports[0], "")
+	slice(&in.Exports[1], "http")
+	in.Exports[1].Slices[0].Ports = append(in.Exports[1].Slices[0].Ports, discoveryv1.EndpointPort{Name: ptr("metrics"), Port: ptr[int32](9090)})
+	slice(&in.Exports[2], "")
+	r := Compute(in)
+	require.NotNil(t, r.Import)
+	var names []string
+	for _, p := range r.Import.Spec.Ports {
+		names = append(names, p.Name)
+	}
+	assert.Equal(t, []string{"", "metrics"}, names)
+	got := map[string][]string{}
+	for _, s := range r.Slices {
+		for _, p := range s.Ports {
+			got[s.Labels[mcsapi.LabelSourceCluster]] = append(got[s.Labels[mcsapi.LabelSourceCluster]], *p.Name)
+		}
+	}
+	assert.Equal(t, map[string][]string{"east": {""}, "west": {"", "metrics"}, "north": {""}}, got,
+		"west's 'http' is the import's unnamed port 80; 'metrics' stays")
+	assert.Equal(t, "http", *in.Exports[1].Slices[0].Ports[0].Name, "the source slice is not modified")
+}

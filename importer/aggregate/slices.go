@@ -53,8 +53,11 @@ func SliceLabels(svc, clusterID string) map[string]string {
 // address type, ports and each endpoint's addresses, conditions
 // (ready/serving/terminating), hostname and zone. Fields that point at
 // objects of the source cluster (nodeName, targetRef) and topology hints
-// (meant for the source cluster's proxies) are not carried.
-func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string) *discoveryv1.EndpointSlice {
+// (meant for the source cluster's proxies) are not carried. A port whose
+// name is in portNames is renamed: proxies match a slice's ports to the
+// Service's (here the import's) by name, and where exports name the same
+// port differently the import keeps the oldest export's name.
+func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, portNames map[string]string) *discoveryv1.EndpointSlice {
 	out := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: src.Namespace,
@@ -64,7 +67,13 @@ func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string) *discove
 		AddressType: src.AddressType,
 	}
 	for _, p := range src.Ports {
-		out.Ports = append(out.Ports, *p.DeepCopy())
+		q := *p.DeepCopy()
+		if q.Name != nil {
+			if to, ok := portNames[*q.Name]; ok {
+				q.Name = ptr(to)
+			}
+		}
+		out.Ports = append(out.Ports, q)
 	}
 	for _, e := range src.Endpoints {
 		m := discoveryv1.Endpoint{Conditions: *e.Conditions.DeepCopy()}
