@@ -66,7 +66,7 @@ func TestDerivedServiceVIPs(t *testing.T) {
 	top := t // importers started in subtests outlive them
 	set := cluster.Start(t, cluster.Names("east", "west", "north")...)
 	cs := set.Clusters
-	east, west := cs[0], cs[1]
+	east, west, north := cs[0], cs[1], cs[2]
 	mkNamespace(t, "shop", cs...)
 	o := baseOptions(set.Kubeconfig, "east", "west", "north")
 	require.Equal(t, importer.VIPModeDerived, importer.DefaultOptions().VIPMode, "derived-service is the default")
@@ -133,6 +133,50 @@ func TestDerivedServiceVIPs(t *testing.T) {
 		}
 	})
 
+	t.Run("the derived Service follows the oldest export's IP families", func(t *testing.T) {
+		mk := func(fams []corev1.IPFamily, policy corev1.IPFamilyPolicy) {
+			_, err := east.Kube.CoreV1().Services("shop").Create(bg(), &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "fam"},
+				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{tcpPort("http", 80)}, IPFamilies: fams, IPFamilyPolicy: &policy},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		families := func(want ...bool) func(*cluster.Cluster, *mcsv1beta1.ServiceImport) error { // true: IPv6
+			return func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+				if len(si.Spec.IPs) != len(want) {
+					return fmt.Errorf("ips %v families %v", si.Spec.IPs, si.Spec.IPFamilies)
+				}
+				for i, v6 := range want {
+					if netip.MustParseAddr(si.Spec.IPs[i]).Is6() != v6 {
+						return fmt.Errorf("ips %v families %v", si.Spec.IPs, si.Spec.IPFamilies)
+					}
+				}
+				svc, err := c.Kube.CoreV1().Services("shop").Get(bg(), vip.DerivedName("shop", "fam"), metav1.GetOptions{})
+				if err != nil || !slices.Equal(svc.Spec.ClusterIPs, si.Spec.IPs) {
+					return fmt.Errorf("derived Service %v (err %v), import ips %v", svc.Spec.ClusterIPs, err, si.Spec.IPs)
+				}
+				return nil
+			}
+		}
+		mk([]corev1.IPFamily{corev1.IPv4Protocol}, corev1.IPFamilyPolicySingleStack)
+		mkExport(t, east, "shop", "fam")
+		importIPs(t, cs, "shop", "fam", families(false))
+		// The owner recreates the Service as IPv6 (a Service's primary
+		// family cannot change in place).
+		require.NoError(t, east.Kube.CoreV1().Services("shop").Delete(bg(), "fam", metav1.DeleteOptions{}))
+		mk([]corev1.IPFamily{corev1.IPv6Protocol}, corev1.IPFamilyPolicySingleStack)
+		importIPs(t, cs, "shop", "fam", families(true))
+		// ... then makes it dual-stack: the derived Service gains an IPv4 VIP in place.
+		svc, err := east.Kube.CoreV1().Services("shop").Get(bg(), "fam", metav1.GetOptions{})
+		require.NoError(t, err)
+		svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicyPreferDualStack)
+		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+		_, err = east.Kube.CoreV1().Services("shop").Update(bg(), svc, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		importIPs(t, cs, "shop", "fam", families(true, false))
+		imp.quiesce(t, 2*time.Second)
+	})
+
 	t.Run("headless imports have no derived Service", func(t *testing.T) {
 		mkService(t, east, "shop", "db", true, tcpPort("pg", 5432))
 		putSlice(t, east, "shop", "db", "db-1", ep{ip: "10.1.0.9", ready: true, hostname: "db-0"})
@@ -145,6 +189,40 @@ func TestDerivedServiceVIPs(t *testing.T) {
 		})
 		_, err := west.Kube.CoreV1().Services("shop").Get(bg(), vip.DerivedName("shop", "db"), metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "derived Service for a headless import: %v", err)
+	})
+
+	t.Run("derived Services of no import of ours are deleted after a restart", func(t *testing.T) {
+		// While no importer runs: a derived Service is left behind with
+		// no export or import (a crash between deleting an import and its
+		// Service), and in west a foreign ServiceImport takes the name of
+		// an import of ours, whose derived Service stays.
+		imp.stop()
+		ghost := vip.DerivedName("shop", "ghost")
+		_, err := north.Kube.CoreV1().Services("shop").Create(bg(), &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: ghost, Labels: map[string]string{
+				mcsapi.LabelAppManagedBy: mcsapi.ManagedByImporter, mcsapi.LabelDerivedFor: "ghost"}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{tcpPort("http", 80)}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, west.MCS.MulticlusterV1beta1().ServiceImports("shop").Delete(bg(), "dual", metav1.DeleteOptions{}))
+		_, err = west.MCS.MulticlusterV1beta1().ServiceImports("shop").Create(bg(), &mcsv1beta1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "dual"},
+			Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = west.Kube.CoreV1().Services("shop").Get(bg(), vip.DerivedName("shop", "dual"), metav1.GetOptions{})
+		require.NoError(t, err, "the derived Service of dual is still there")
+
+		imp = startImporter(top, o)
+		require.Eventually(t, func() bool {
+			_, err1 := north.Kube.CoreV1().Services("shop").Get(bg(), ghost, metav1.GetOptions{})
+			_, err2 := west.Kube.CoreV1().Services("shop").Get(bg(), vip.DerivedName("shop", "dual"), metav1.GetOptions{})
+			return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2)
+		}, waitFor, tick)
+		// dual keeps its derived Service where the import is ours.
+		_, err = east.Kube.CoreV1().Services("shop").Get(bg(), vip.DerivedName("shop", "dual"), metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NoError(t, west.MCS.MulticlusterV1beta1().ServiceImports("shop").Delete(bg(), "dual", metav1.DeleteOptions{}))
 	})
 
 	t.Run("unexport deletes the derived Services", func(t *testing.T) {

@@ -35,7 +35,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		if res.Import != nil && active {
 			c.warnForeign(m, ns, name)
 		}
-		return false, true, c.applySlices(ctx, v, ns, name, nil, nil)
+		return false, true, c.yieldToForeign(ctx, v, ns, name)
 	}
 	c.forgetForeign(m, ns, name)
 
@@ -111,7 +111,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 			}
 			if !members.Owned(cur) {
 				c.warnForeign(m, ns, name)
-				return false, true, c.applySlices(ctx, v, ns, name, nil, nil)
+				return false, true, c.yieldToForeign(ctx, v, ns, name)
 			}
 		default:
 			c.failed(m, "create ServiceImport")
@@ -191,6 +191,19 @@ var errForeign = errors.New("object is not managed by mcs-importer")
 // applySlices makes the member's mirrored slices of ns/name exactly
 // desired (plus extraLabels): create what is missing, update what
 // differs, delete what is ours and no longer wanted.
+// yieldToForeign removes what mcs-importer made for ns/name in a member
+// where a ServiceImport it does not own has the name: the mirrored slices
+// and the VIP (a derived Service would serve no import of ours).
+func (c *Controller) yieldToForeign(ctx context.Context, v view, ns, name string) error {
+	var errs []error
+	if err := c.vip.Release(ctx, v.m.ID, ns, name); err != nil {
+		c.failed(v.m, "release VIP")
+		errs = append(errs, fmt.Errorf("releasing VIP: %w", err))
+	}
+	errs = append(errs, c.applySlices(ctx, v, ns, name, nil, nil))
+	return errors.Join(errs...)
+}
+
 func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, desired []*discoveryv1.EndpointSlice, extraLabels map[string]string) error {
 	m := v.m
 	client := m.Kube.DiscoveryV1().EndpointSlices(ns)

@@ -291,8 +291,10 @@ func (c *Caches) MirroredSlices(namespace, svc string) []*discoveryv1.EndpointSl
 }
 
 // Keys returns every "namespace/name" this generation knows something
-// about: ServiceExports, ServiceImports mcs-importer owns, and mirrored
-// slices. A full resync reconciles all of them.
+// about: ServiceExports, ServiceImports mcs-importer owns, mirrored
+// slices and derived Services (by the import they were made for). A full
+// resync reconciles all of them, so that nothing mcs-importer made
+// outlives its import (after a restart, say).
 func (c *Caches) Keys() []string {
 	var keys []string
 	keys = append(keys, c.exports.ListKeys()...)
@@ -303,6 +305,13 @@ func (c *Caches) Keys() []string {
 	}
 	if c.mirrored != nil {
 		keys = append(keys, c.mirrored.ListIndexFuncValues(indexService)...)
+	}
+	for _, o := range c.services.List() {
+		if svc, ok := o.(*corev1.Service); ok && svc.Labels[mcsapi.LabelAppManagedBy] == mcsapi.ManagedByImporter {
+			if imp := svc.Labels[mcsapi.LabelDerivedFor]; imp != "" {
+				keys = append(keys, svc.Namespace+"/"+imp)
+			}
+		}
 	}
 	return keys
 }

@@ -133,6 +133,36 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 	if !OwnedService(cur) || cur.Labels[mcsapi.LabelDerivedFor] != desired.Name {
 		return Assignment{}, fmt.Errorf("Service %s/%s exists and is not mcs-importer's derived Service for %s", desired.Namespace, name, desired.Name)
 	}
+	if wrongFamily(want, cur) {
+		// A Service's primary family cannot change: replace the Service
+		// (the VIP changes with its family, as it must).
+		var err error
+		if cur, err = d.replace(ctx, m, want); err != nil {
+			return Assignment{}, err
+		}
+	}
+	if want.Spec.IPFamilyPolicy != nil && !ptrEq(want.Spec.IPFamilyPolicy, cur.Spec.IPFamilyPolicy) {
+		// Single-stack <-> dual-stack: the policy and the families may
+		// change in place (the primary VIP stays).
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			latest, err := api.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			latest.Spec.IPFamilyPolicy = want.Spec.IPFamilyPolicy
+			if *want.Spec.IPFamilyPolicy == corev1.IPFamilyPolicySingleStack {
+				latest.Spec.IPFamilies = latest.Spec.IPFamilies[:min(1, len(latest.Spec.IPFamilies))]
+				latest.Spec.ClusterIPs = latest.Spec.ClusterIPs[:min(1, len(latest.Spec.ClusterIPs))]
+			} else {
+				latest.Spec.IPFamilies = slices.Clone(want.Spec.IPFamilies)
+			}
+			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return Assignment{}, fmt.Errorf("updating derived Service %s/%s IP families: %w", desired.Namespace, name, err)
+		}
+	}
 	if !portsEqual(want.Spec.Ports, cur.Spec.Ports) {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			latest, err := api.Get(ctx, name, metav1.GetOptions{})
@@ -147,6 +177,11 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			return Assignment{}, fmt.Errorf("updating derived Service %s/%s ports: %w", desired.Namespace, name, err)
 		}
 	}
+	return assignment(cur, name), nil
+}
+
+// assignment is what derived Service cur (named name) gives its import.
+func assignment(cur *corev1.Service, name string) Assignment {
 	ips := cur.Spec.ClusterIPs
 	if len(ips) == 0 && cur.Spec.ClusterIP != "" && cur.Spec.ClusterIP != corev1.ClusterIPNone {
 		ips = []string{cur.Spec.ClusterIP}
@@ -155,7 +190,42 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 		IPs:         slices.Clone(ips),
 		Annotations: map[string]string{mcsapi.AnnotationDerivedService: name},
 		SliceLabels: map[string]string{mcsapi.LabelKubeServiceName: name},
-	}, nil
+	}
+}
+
+// wrongFamily reports whether derived Service cur's primary IP family is
+// not the one want asks for.
+func wrongFamily(want, cur *corev1.Service) bool {
+	fams := want.Spec.IPFamilies
+	return len(fams) > 0 && len(cur.Spec.IPFamilies) > 0 && cur.Spec.IPFamilies[0] != fams[0]
+}
+
+// replace deletes the derived Service named want.Name (it has the wrong
+// primary family) and creates want in its place. It reads the Service
+// first: a cache that has not seen an earlier replacement yet must not
+// cause a second one.
+func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.Service) (*corev1.Service, error) {
+	api := m.Kube.CoreV1().Services(want.Namespace)
+	live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, err
+	case !OwnedService(live):
+		return nil, fmt.Errorf("Service %s/%s exists and is not mcs-importer's derived Service", want.Namespace, want.Name)
+	case !wrongFamily(want, live):
+		return live, nil
+	default:
+		err := api.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &live.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("replacing derived Service %s/%s (IP family): %w", want.Namespace, want.Name, err)
+		}
+	}
+	created, err := api.Create(ctx, want, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("recreating derived Service %s/%s (IP family): %w", want.Namespace, want.Name, err)
+	}
+	return created, nil
 }
 
 // Release implements Provider: it deletes the derived Service, if any.
