@@ -258,6 +258,20 @@ func TestImporter(t *testing.T) {
 			assert.NoError(c, err)
 			assert.Equal(c, "True/Exported", ready)
 		}, waitFor, tick)
+		// Only west's importer wrote the conditions of west's export.
+		for i, r := range rs {
+			var n float64
+			for k, v := range r.writes(t) {
+				if strings.HasPrefix(k, west.ID+"/ServiceExportStatus/") {
+					n += v
+				}
+			}
+			if contexts[i] == "west" {
+				assert.Positive(t, n, "west's importer wrote its export's conditions")
+			} else {
+				assert.Zero(t, n, "importer into %s wrote conditions of an export in west", contexts[i])
+			}
+		}
 		ids := map[string]string{"east": "east-1", "west": "west", "north": "north"}
 		for i, r := range rs {
 			for k := range r.writes(t) {

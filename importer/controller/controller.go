@@ -501,9 +501,13 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		return errors.Join(errs...)
 	}
 
-	// Export side: conditions, only when they changed.
+	// Export side: conditions, only when they changed, on the exports of
+	// the members this importer imports into: with one importer per
+	// cluster (--import-into) each export has one writer, so importers
+	// whose views differ (a member down for one of them, other flags)
+	// never take turns rewriting the same conditions.
 	for i, v := range exportViews {
-		if !v.up {
+		if !v.up || !v.m.Importing {
 			continue
 		}
 		er := res.Exports[i]
