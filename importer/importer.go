@@ -324,7 +324,11 @@ func Run(ctx context.Context, o Options) error {
 		m.Importing = len(o.ImportInto) == 0 || slices.Contains(o.ImportInto, m.Context)
 		log.Info("member cluster", "context", m.Context, "cluster", m.ID, "idFrom", m.IDSource,
 			"importing", m.Importing, "exportVersion", m.ExportVersion, "importVersion", m.ImportVersion,
-			"clientLimit", m.ClientLimit())
+			"clientLimit", m.ClientLimit(), "mcsSchema", m.Schema.String())
+		if m.SchemaErr != nil {
+			log.Warn("cannot read the member's MCS schema; writing every field (a member whose CRDs drop some would be rewritten on every resync)",
+				"context", m.Context, "err", m.SchemaErr)
+		}
 	}
 
 	reg := o.Registry

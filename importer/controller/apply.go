@@ -89,6 +89,9 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	if asg.Ready != nil {
 		ready = *asg.Ready
 	}
+	// What this member's CRDs would drop is not asked for (or every pass
+	// would find the import out of date).
+	m.Schema.PruneImport(desired)
 
 	// Slices first, so that an import never shows up without its endpoints.
 	if err := c.applySlices(ctx, v, ns, name, res.Slices, asg.SliceLabels); err != nil {
@@ -161,6 +164,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		want := desired.Status
 		want.Conditions = aggregate.MergeConditions(cur.Status.Conditions, cur.Generation, now, ready)
+		m.Schema.PruneImportStatus(&want)
 		if aggregate.ImportStatusUpToDate(&want, &cur.Status) {
 			return nil
 		}
@@ -304,6 +308,7 @@ func (c *Controller) applyExportStatus(ctx context.Context, v view, e *mcsv1beta
 	cur := e
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		merged := aggregate.MergeConditions(cur.Status.Conditions, cur.Generation, now, conds...)
+		m.Schema.PruneExportConditions(merged)
 		if aggregate.ConditionsEqual(merged, cur.Status.Conditions) {
 			return nil
 		}

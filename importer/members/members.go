@@ -38,6 +38,10 @@ type Member struct {
 	Importing bool
 	// ExportVersion and ImportVersion are the served MCS API versions.
 	ExportVersion, ImportVersion string
+	// Schema is what the member's MCS CRDs keep of what the importer
+	// writes; SchemaErr why it could not be read (then all is kept).
+	Schema    Schema
+	SchemaErr error
 
 	Config  *rest.Config
 	Kube    kubernetes.Interface
@@ -126,6 +130,7 @@ func (m *Member) discover(ctx context.Context, dc discovery.DiscoveryInterface) 
 		return err
 	}
 	m.ImportVersion = gvr.Version
+	m.Schema, m.SchemaErr = DetectSchema(dc, m.ExportVersion, m.ImportVersion)
 	return nil
 }
 
