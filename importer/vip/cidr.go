@@ -68,8 +68,11 @@ func (c *CIDR) claims() []Claim {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.now()
 	for key, p := range c.pending {
-		if seen[key] {
+		if seen[key] || now.Sub(p.Since) > pendingExpiry {
+			// Written (the caches show it), or never written: an import
+			// created would show within seconds.
 			delete(c.pending, key)
 			continue
 		}
@@ -77,6 +80,18 @@ func (c *CIDR) claims() []Claim {
 	}
 	return out
 }
+
+// pendingHold is how long Release keeps a decision this process just made
+// although no cache shows an import of ours: within one reconcile, one
+// member's import may be created (not yet in its cache) while another
+// member has none (a foreign import, no namespace) and releases. Forgetting
+// the claim then would let another import pick the same address until the
+// caches catch up.
+const pendingHold = 10 * time.Second
+
+// pendingExpiry is how long a decision is remembered without any cache
+// showing it.
+const pendingExpiry = 2 * time.Minute
 
 func parseIPs(s string) []netip.Addr {
 	var out []netip.Addr
@@ -134,7 +149,7 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 
 // Release implements Provider. The VIP is released by the import's
 // deletion (its annotation goes with it); only a pending decision is
-// forgotten here.
+// forgotten here, once it is older than pendingHold.
 func (c *CIDR) Release(_ context.Context, _, namespace, name string) error {
 	key := namespace + "/" + name
 	for _, m := range c.members {
@@ -145,7 +160,9 @@ func (c *CIDR) Release(_ context.Context, _, namespace, name string) error {
 		}
 	}
 	c.mu.Lock()
-	delete(c.pending, key)
+	if p, ok := c.pending[key]; ok && c.now().Sub(p.Since) >= pendingHold {
+		delete(c.pending, key)
+	}
 	c.mu.Unlock()
 	return nil
 }

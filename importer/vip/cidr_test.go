@@ -1,0 +1,47 @@
+package vip
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// TestCIDRPendingClaims: a decision just made survives a Release in the
+// same reconcile (another member with no import of ours), so another
+// import cannot pick the address before the caches show the claim; an
+// older one is forgotten on Release, and one never written expires.
+func TestCIDRPendingClaims(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := NewCIDR(mustPool(t, "10.250.0.0/29"), nil)
+	c.now = func() time.Time { return now }
+	imp := func(name string) *mcsv1beta1.ServiceImport {
+		return &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			Annotations: map[string]string{mcsapi.AnnotationUseClusterSetIP: "true"}},
+			Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}}}
+	}
+	ctx := context.Background()
+	a, err := c.Assign(ctx, "east", imp("a"))
+	require.NoError(t, err)
+	require.Len(t, a.IPs, 1)
+	require.NoError(t, c.Release(ctx, "west", "ns", "a")) // same reconcile, a foreign import in west
+	b, err := c.Assign(ctx, "east", imp("b"))
+	require.NoError(t, err)
+	assert.NotEqual(t, a.IPs, b.IPs, "a's claim was kept")
+
+	now = now.Add(pendingHold)
+	require.NoError(t, c.Release(ctx, "east", "ns", "a"))
+	assert.NotContains(t, c.pending, "ns/a", "an older decision is forgotten")
+	assert.Contains(t, c.pending, "ns/b")
+
+	now = now.Add(pendingExpiry + time.Second)
+	c.claims()
+	assert.Empty(t, c.pending, "never written: expired")
+}
