@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,13 @@ func exportService(t *testing.T, c *cluster.Cluster, ns, name string, mutate ...
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func ptrDeref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
 
 func annotate(v string) func(*mcsv1beta1.ServiceExport) {
 	return func(e *mcsv1beta1.ServiceExport) {
@@ -174,6 +182,53 @@ func TestDerivedServiceVIPs(t *testing.T) {
 		_, err = east.Kube.CoreV1().Services("shop").Update(bg(), svc, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		importIPs(t, cs, "shop", "fam", families(true, false))
+		imp.quiesce(t, 2*time.Second)
+	})
+
+	t.Run("mirrored slices name their ports as the derived Service does", func(t *testing.T) {
+		// east (oldest): one unnamed port; west: "http" (the same port)
+		// and "metrics". The import has "" and "metrics"; its derived
+		// Service must name the unnamed port ("tcp-80"), and proxies
+		// match slice ports by name.
+		slice := func(c *cluster.Cluster, ports ...discoveryv1.EndpointPort) {
+			_, err := c.Kube.DiscoveryV1().EndpointSlices("shop").Create(bg(), &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "mp-1", Labels: map[string]string{
+					discoveryv1.LabelServiceName: "mp", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports:       ports,
+				Endpoints:   endpoints([]ep{{ip: "10.1.7.1", ready: true}}),
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		mkService(t, east, "shop", "mp", false, tcpPort("", 80))
+		slice(east, discoveryv1.EndpointPort{Port: ptrTo[int32](8080), Protocol: ptrTo(corev1.ProtocolTCP)})
+		mkExport(t, east, "shop", "mp")
+		mkService(t, west, "shop", "mp", false, tcpPort("http", 80), tcpPort("metrics", 9090))
+		slice(west, discoveryv1.EndpointPort{Name: ptrTo("http"), Port: ptrTo[int32](8080), Protocol: ptrTo(corev1.ProtocolTCP)},
+			discoveryv1.EndpointPort{Name: ptrTo("metrics"), Port: ptrTo[int32](9090), Protocol: ptrTo(corev1.ProtocolTCP)})
+		mkExport(t, west, "shop", "mp")
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			svc, err := north.Kube.CoreV1().Services("shop").Get(bg(), vip.DerivedName("shop", "mp"), metav1.GetOptions{})
+			if !assert.NoError(c, err) {
+				return
+			}
+			served := map[string]bool{}
+			for _, p := range svc.Spec.Ports {
+				served[p.Name] = true
+			}
+			assert.Equal(c, map[string]bool{"tcp-80": true, "metrics": true}, served)
+			items, err := mirrored(north, "shop", "mp")
+			if !assert.NoError(c, err) || !assert.Len(c, items, 2) {
+				return
+			}
+			bySource := map[string][]string{}
+			for _, s := range items {
+				for _, p := range s.Ports {
+					bySource[s.Labels[mcsapi.LabelSourceCluster]] = append(bySource[s.Labels[mcsapi.LabelSourceCluster]], ptrDeref(p.Name))
+				}
+			}
+			assert.Equal(c, map[string][]string{"east": {"tcp-80"}, "west": {"tcp-80", "metrics"}}, bySource)
+		}, waitFor, tick)
 		imp.quiesce(t, 2*time.Second)
 	})
 

@@ -204,22 +204,32 @@ func samePort(a, b mcsv1beta1.ServicePort) bool {
 // ports (the union, oldest definition first) give them, where they differ:
 // an export naming a port "http" that the oldest export leaves unnamed has
 // its slices' "http" port renamed "", or proxies would find no endpoints
-// for the import's port. Nil when nothing is renamed.
+// for the import's port. A port whose name the import has keeps it; a
+// port matched by number and protocol takes the import port's name only
+// when no port of svc has that name already (a slice cannot have two
+// ports of one name). Nil when nothing is renamed.
 func portRenames(svc *corev1.Service, union []mcsv1beta1.ServicePort) map[string]string {
+	taken := map[string]bool{}
+	for _, sp := range svc.Spec.Ports {
+		if slices.ContainsFunc(union, func(q mcsv1beta1.ServicePort) bool { return q.Name == sp.Name }) {
+			taken[sp.Name] = true
+		}
+	}
 	var out map[string]string
 	for _, sp := range svc.Spec.Ports {
-		p := ImportPort(sp)
-		if slices.ContainsFunc(union, func(q mcsv1beta1.ServicePort) bool { return q.Name == p.Name }) {
-			continue // the import has a port of this name (its definition may be another export's)
+		if taken[sp.Name] {
+			continue // the import has a port of this name: routed by it
 		}
-		i := slices.IndexFunc(union, func(q mcsv1beta1.ServicePort) bool { return samePort(p, q) })
-		if i < 0 {
+		p := ImportPort(sp)
+		i := slices.IndexFunc(union, func(q mcsv1beta1.ServicePort) bool { return q.Port == p.Port && q.Protocol == p.Protocol })
+		if i < 0 || taken[union[i].Name] {
 			continue
 		}
+		taken[union[i].Name] = true
 		if out == nil {
 			out = map[string]string{}
 		}
-		out[p.Name] = union[i].Name
+		out[sp.Name] = union[i].Name
 	}
 	return out
 }

@@ -610,4 +610,31 @@ func TestMirroredPortsRenamed(t *testing.T) {
 	assert.Equal(t, map[string][]string{"east": {""}, "west": {"", "metrics"}, "north": {""}}, got,
 		"west's 'http' is the import's unnamed port 80; 'metrics' stays")
 	assert.Equal(t, "http", *in.Exports[1].Slices[0].Ports[0].Name, "the source slice is not modified")
+
+	// A rename never gives a slice two ports of one name: the oldest has
+	// b:80 and c:81, west a:80 and b:81; west's b is routed by its name,
+	// so its a (port 80, the import's b) keeps its own.
+	in = Input{Namespace: "ns", Name: "web", Exports: []Export{
+		mk(exp{cluster: "east", svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("b", 80), tcp("c", 81)} }}),
+		mk(exp{cluster: "west", age: 5, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("a", 80), tcp("b", 81)} }}),
+	}}
+	slice(&in.Exports[1], "a")
+	in.Exports[1].Slices[0].Ports = append(in.Exports[1].Slices[0].Ports, discoveryv1.EndpointPort{Name: ptr("b"), Port: ptr[int32](9081)})
+	r = Compute(in)
+	require.Len(t, r.Slices, 1)
+	assert.Equal(t, "a", *r.Slices[0].Ports[0].Name)
+	assert.Equal(t, "b", *r.Slices[0].Ports[1].Name)
+
+	// A port without a name (nil) is renamed like "".
+	in = Input{Namespace: "ns", Name: "web", Exports: []Export{
+		mk(exp{cluster: "east", svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("http", 80)} }}),
+		mk(exp{cluster: "west", age: 5, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("", 80)} }}),
+	}}
+	slice(&in.Exports[1], "")
+	in.Exports[1].Slices[0].Ports[0].Name = nil
+	r = Compute(in)
+	require.Len(t, r.Slices, 1)
+	require.NotNil(t, r.Slices[0].Ports[0].Name)
+	assert.Equal(t, "http", *r.Slices[0].Ports[0].Name)
+	assert.Nil(t, in.Exports[1].Slices[0].Ports[0].Name, "the source slice is not modified")
 }

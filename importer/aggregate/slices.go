@@ -39,6 +39,20 @@ func SliceName(svc, clusterID, srcSlice string) string {
 	return prefix + "-" + h
 }
 
+// RenamePorts renames, in place, the ports of s whose names are keys of
+// names (a port without a name is named "").
+func RenamePorts(s *discoveryv1.EndpointSlice, names map[string]string) {
+	for i := range s.Ports {
+		n := ""
+		if s.Ports[i].Name != nil {
+			n = *s.Ports[i].Name
+		}
+		if to, ok := names[n]; ok && to != n {
+			s.Ports[i].Name = ptr(to)
+		}
+	}
+}
+
 // SliceLabels are the labels of a mirrored slice.
 func SliceLabels(svc, clusterID string) map[string]string {
 	return map[string]string{
@@ -67,14 +81,9 @@ func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, portName
 		AddressType: src.AddressType,
 	}
 	for _, p := range src.Ports {
-		q := *p.DeepCopy()
-		if q.Name != nil {
-			if to, ok := portNames[*q.Name]; ok {
-				q.Name = ptr(to)
-			}
-		}
-		out.Ports = append(out.Ports, q)
+		out.Ports = append(out.Ports, *p.DeepCopy())
 	}
+	RenamePorts(out, portNames)
 	for _, e := range src.Endpoints {
 		m := discoveryv1.Endpoint{Conditions: *e.Conditions.DeepCopy()}
 		m.Addresses = append(m.Addresses, e.Addresses...)

@@ -63,7 +63,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 				errs = append(errs, fmt.Errorf("releasing VIP: %w", err))
 			}
 		}
-		errs = append(errs, c.applySlices(ctx, v, ns, name, nil, nil))
+		errs = append(errs, c.applySlices(ctx, v, ns, name, nil, vip.Assignment{}))
 		return false, false, errors.Join(errs...)
 	}
 
@@ -94,7 +94,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	m.Schema.PruneImport(desired)
 
 	// Slices first, so that an import never shows up without its endpoints.
-	if err := c.applySlices(ctx, v, ns, name, res.Slices, asg.SliceLabels); err != nil {
+	if err := c.applySlices(ctx, v, ns, name, res.Slices, asg); err != nil {
 		return cur != nil, false, err
 	}
 
@@ -192,9 +192,6 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 
 var errForeign = errors.New("object is not managed by mcs-importer")
 
-// applySlices makes the member's mirrored slices of ns/name exactly
-// desired (plus extraLabels): create what is missing, update what
-// differs, delete what is ours and no longer wanted.
 // yieldToForeign removes what mcs-importer made for ns/name in a member
 // where a ServiceImport it does not own has the name: the mirrored slices
 // and the VIP (a derived Service would serve no import of ours).
@@ -204,11 +201,15 @@ func (c *Controller) yieldToForeign(ctx context.Context, v view, ns, name string
 		c.failed(v.m, "release VIP")
 		errs = append(errs, fmt.Errorf("releasing VIP: %w", err))
 	}
-	errs = append(errs, c.applySlices(ctx, v, ns, name, nil, nil))
+	errs = append(errs, c.applySlices(ctx, v, ns, name, nil, vip.Assignment{}))
 	return errors.Join(errs...)
 }
 
-func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, desired []*discoveryv1.EndpointSlice, extraLabels map[string]string) error {
+// applySlices makes the member's mirrored slices of ns/name exactly
+// desired (plus the VIP assignment's labels and port names): create what
+// is missing, update what differs, delete what is ours and no longer
+// wanted.
+func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, desired []*discoveryv1.EndpointSlice, asg vip.Assignment) error {
 	m := v.m
 	client := m.Kube.DiscoveryV1().EndpointSlices(ns)
 	actual := map[string]*discoveryv1.EndpointSlice{}
@@ -220,7 +221,8 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 	for _, d := range desired {
 		want[d.Name] = true
 		d = d.DeepCopy()
-		d.Labels = withLabels(d.Labels, extraLabels)
+		d.Labels = withLabels(d.Labels, asg.SliceLabels)
+		aggregate.RenamePorts(d, asg.SlicePortNames)
 		a := actual[d.Name]
 		if a != nil && aggregate.SliceUpToDate(d, a) {
 			continue

@@ -177,7 +177,16 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			return Assignment{}, fmt.Errorf("updating derived Service %s/%s ports: %w", desired.Namespace, name, err)
 		}
 	}
-	return assignment(cur, name), nil
+	a := assignment(cur, name)
+	for i, p := range desired.Spec.Ports {
+		if i < len(want.Spec.Ports) && want.Spec.Ports[i].Name != p.Name {
+			if a.SlicePortNames == nil {
+				a.SlicePortNames = map[string]string{}
+			}
+			a.SlicePortNames[p.Name] = want.Spec.Ports[i].Name
+		}
+	}
+	return a, nil
 }
 
 // assignment is what derived Service cur (named name) gives its import.

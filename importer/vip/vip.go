@@ -23,6 +23,11 @@ type Assignment struct {
 	// SliceLabels are added to every mirrored EndpointSlice of the import
 	// in that cluster (for example kubernetes.io/service-name=<derived>).
 	SliceLabels map[string]string
+	// SlicePortNames renames ports of the mirrored slices (import port
+	// name -> name), where the Service the proxies route by names the
+	// import's ports otherwise (a derived Service names an unnamed port
+	// of a multi-port import "tcp-80": proxies match slice ports by name).
+	SlicePortNames map[string]string
 	// Ready, if set, replaces the import's Ready condition in that cluster
 	// (for example Ready=False when no VIP can be allocated).
 	Ready *metav1.Condition
