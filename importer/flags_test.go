@@ -16,10 +16,11 @@ import (
 func TestParseFlags(t *testing.T) {
 	var out bytes.Buffer
 	o, err := importer.ParseFlags([]string{"--contexts", "east, west,north", "--import-into", "east",
-		"--endpoint-grace-period", "30s", "--resync=1m", "--metrics-addr", "", "--log-format", "json", "--v", "2"}, &out)
+		"--export-conditions-in", "east,west", "--endpoint-grace-period", "30s", "--resync=1m", "--metrics-addr", "", "--log-format", "json", "--v", "2"}, &out)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"east", "west", "north"}, o.Contexts)
 	assert.Equal(t, []string{"east"}, o.ImportInto)
+	assert.Equal(t, []string{"east", "west"}, o.ExportConditionsIn)
 	assert.Equal(t, 30*time.Second, o.EndpointGracePeriod)
 	assert.Equal(t, time.Minute, o.Resync)
 	assert.Equal(t, "", o.MetricsAddr)
@@ -32,6 +33,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, 2*time.Minute, o.EndpointGracePeriod, "default grace period")
 	assert.Equal(t, ":8080", o.MetricsAddr)
 	assert.Empty(t, o.ImportInto, "default: import into every member")
+	assert.Empty(t, o.ExportConditionsIn, "default: the members it imports into")
 	assert.Zero(t, o.QPS, "default: no client-side limit")
 	assert.Zero(t, o.Burst)
 
@@ -51,6 +53,7 @@ func TestParseFlags(t *testing.T) {
 		{},
 		{"--contexts", "a,a"},
 		{"--contexts", "a", "--import-into", "b"},
+		{"--contexts", "a", "--export-conditions-in", "b"},
 		{"--contexts", "a", "--workers", "0"},
 		{"--contexts", "a", "--endpoint-grace-period", "-1s"},
 		{"--contexts", "a", "--health-probe-interval", "0s"},

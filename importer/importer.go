@@ -45,6 +45,11 @@ type Options struct {
 	Contexts []string
 	// ImportInto lists the contexts to write imports into; empty = all.
 	ImportInto []string
+	// ExportConditionsIn lists the contexts whose ServiceExports get
+	// their conditions from this importer; empty = the ImportInto ones
+	// (every member when that is empty too): with one importer per
+	// cluster each export has one writer.
+	ExportConditionsIn []string
 	// MetricsAddr serves /healthz, /readyz and /metrics ("" = off).
 	MetricsAddr string
 	// EndpointGracePeriod is how long an unreachable member's last known
@@ -178,6 +183,7 @@ Flags (one or two leading dashes):
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig `file` holding one context per member cluster (default: $KUBECONFIG, then ~/.kube/config)")
 	fs.Var(listFlag{&o.Contexts}, "contexts", "comma-separated kubeconfig `contexts`, one per member cluster (required)")
 	fs.Var(listFlag{&o.ImportInto}, "import-into", "comma-separated `contexts` to write ServiceImports and EndpointSlices into (default: every member); e.g. one importer per cluster, each reading all members")
+	fs.Var(listFlag{&o.ExportConditionsIn}, "export-conditions-in", "comma-separated `contexts` whose ServiceExports this importer writes conditions on (default: the --import-into contexts, or every member); set it when some members run no importer of their own")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "`address` serving /healthz, /readyz and Prometheus /metrics (empty: off)")
 	fs.DurationVar(&o.EndpointGracePeriod, "endpoint-grace-period", o.EndpointGracePeriod, "how long the last known endpoints of a member whose API is unreachable stay served before they are withdrawn")
 	fs.DurationVar(&o.Resync, "resync", o.Resync, "period of full resyncs, which compare desired with actual state and write only differences (0: none)")
@@ -231,6 +237,11 @@ func (o *Options) Validate() error {
 	for _, c := range o.ImportInto {
 		if !seen[c] {
 			errs = append(errs, fmt.Errorf("--import-into %q is not one of --contexts", c))
+		}
+	}
+	for _, c := range o.ExportConditionsIn {
+		if !seen[c] {
+			errs = append(errs, fmt.Errorf("--export-conditions-in %q is not one of --contexts", c))
 		}
 	}
 	if o.EndpointGracePeriod < 0 {
@@ -322,8 +333,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 	for _, m := range ms {
 		m.Importing = len(o.ImportInto) == 0 || slices.Contains(o.ImportInto, m.Context)
+		m.ExportConditions = m.Importing
+		if len(o.ExportConditionsIn) > 0 {
+			m.ExportConditions = slices.Contains(o.ExportConditionsIn, m.Context)
+		}
 		log.Info("member cluster", "context", m.Context, "cluster", m.ID, "idFrom", m.IDSource,
-			"importing", m.Importing, "exportVersion", m.ExportVersion, "importVersion", m.ImportVersion,
+			"importing", m.Importing, "exportConditions", m.ExportConditions, "exportVersion", m.ExportVersion, "importVersion", m.ImportVersion,
 			"clientLimit", m.ClientLimit(), "mcsSchema", m.Schema.String())
 		if m.SchemaErr != nil {
 			log.Warn("cannot read the member's MCS schema; writing every field (a member whose CRDs drop some would be rewritten on every resync)",

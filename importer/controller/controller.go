@@ -502,12 +502,13 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 	}
 
 	// Export side: conditions, only when they changed, on the exports of
-	// the members this importer imports into: with one importer per
-	// cluster (--import-into) each export has one writer, so importers
-	// whose views differ (a member down for one of them, other flags)
-	// never take turns rewriting the same conditions.
+	// the members this importer writes them in (by default those it
+	// imports into): with one importer per cluster (--import-into) each
+	// export has one writer, so importers whose views differ (a member
+	// down for one of them, other flags) never take turns rewriting the
+	// same conditions.
 	for i, v := range exportViews {
-		if !v.up || !v.m.Importing {
+		if !v.up || !v.m.ExportConditions {
 			continue
 		}
 		er := res.Exports[i]

@@ -227,7 +227,7 @@ func TestServePassWritesNoStatus(t *testing.T) {
 
 	m, err := members.Connect(ctx, east.Config, "east")
 	require.NoError(t, err)
-	m.Importing = true
+	m.Importing, m.ExportConditions = true, true
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
 	require.NoError(t, m.Start(mctx, members.HealthOptions{ProbeInterval: time.Second, ProbeTimeout: time.Second, Grace: time.Minute, SyncTimeout: 30 * time.Second, Notify: func(members.Event) {}, OnChange: func(*members.Member, members.State, *members.Caches) {}}))

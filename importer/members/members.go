@@ -36,6 +36,9 @@ type Member struct {
 	IDSource string
 	// Importing is true when the importer writes imports into this member.
 	Importing bool
+	// ExportConditions is true when the importer writes the conditions of
+	// this member's ServiceExports.
+	ExportConditions bool
 	// ExportVersion and ImportVersion are the served MCS API versions.
 	ExportVersion, ImportVersion string
 	// Schema is what the member's MCS CRDs keep of what the importer
