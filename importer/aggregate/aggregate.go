@@ -328,10 +328,12 @@ func Compute(in Input) Result {
 			if !equality.Semantic.DeepEqual(svc.Spec.SessionAffinityConfig, osvc.Spec.SessionAffinityConfig) {
 				conflicts[mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict] = true
 			}
-			if !mapsEqual(e.Export.Spec.ExportedLabels, oldest.Export.Spec.ExportedLabels) {
+			// What would be copied (exportedMeta) is compared: entries
+			// no export can have on the import do not conflict.
+			if !mapsEqual(exported[e].labels, exported[oldest].labels) {
 				conflicts[mcsv1beta1.ServiceExportReasonLabelsConflict] = true
 			}
-			if !mapsEqual(e.Export.Spec.ExportedAnnotations, oldest.Export.Spec.ExportedAnnotations) {
+			if !mapsEqual(exported[e].annotations, exported[oldest].annotations) {
 				conflicts[mcsv1beta1.ServiceExportReasonAnnotationsConflict] = true
 			}
 			if !ptrEqual(svc.Spec.InternalTrafficPolicy, osvc.Spec.InternalTrafficPolicy) {

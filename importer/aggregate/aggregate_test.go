@@ -638,3 +638,18 @@ func TestMirroredPortsRenamed(t *testing.T) {
 	assert.Equal(t, "http", *r.Slices[0].Ports[0].Name)
 	assert.Nil(t, in.Exports[1].Slices[0].Ports[0].Name, "the source slice is not modified")
 }
+
+// TestFilteredMetaNoConflict: exports that differ only in entries never
+// copied to the import (reserved, invalid) do not conflict.
+func TestFilteredMetaNoConflict(t *testing.T) {
+	r := compute(
+		exp{cluster: "east", labels: map[string]string{"team": "a"}, annos: map[string]string{"note": "x"}},
+		exp{cluster: "west", age: 5, labels: map[string]string{"team": "a", "bad key!": "x"},
+			annos: map[string]string{"note": "x", mcsapi.AnnotationClusterSetIP: "10.255.0.1"}},
+	)
+	require.NotNil(t, r.Import)
+	assert.Empty(t, r.Conflicts)
+	// Near the API server's limit: room is kept for what mcs-importer adds.
+	r = compute(exp{cluster: "east", annos: map[string]string{"big": strings.Repeat("x", 256<<10-100)}})
+	assert.Empty(t, r.Import.Annotations)
+}

@@ -31,6 +31,11 @@ func reservedKey(key string, annotation bool) bool {
 	return key == mcsapi.LabelManagedBy
 }
 
+// maxExportedAnnotations is the API server's limit on an object's
+// annotations in all, less room for the few mcs-importer adds (the
+// clusterset-IP opt-in and claim, the derived Service's name).
+const maxExportedAnnotations = apivalidation.TotalAnnotationSizeLimitB - 4096
+
 // maxDroppedListed bounds the entries a condition message lists.
 const maxDroppedListed = 8
 
@@ -74,9 +79,9 @@ func exportedMeta(e *Export) (labels, annotations map[string]string, dropped []s
 		}
 		total += len(k) + len(v)
 	}
-	if total > apivalidation.TotalAnnotationSizeLimitB {
+	if total > maxExportedAnnotations {
 		annotations = nil
-		dropped = append(dropped, fmt.Sprintf("exportedAnnotations: larger than %d bytes in all", apivalidation.TotalAnnotationSizeLimitB))
+		dropped = append(dropped, fmt.Sprintf("exportedAnnotations: larger than %d bytes in all", maxExportedAnnotations))
 	}
 	slices.Sort(dropped)
 	return labels, annotations, dropped
