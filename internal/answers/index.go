@@ -36,6 +36,9 @@ type Index struct {
 	mu    sync.Mutex
 	multi map[netip.Addr][]ptrRef
 
+	// rev answers which partial reverse names exist (reverse.go).
+	rev reverseENTs
+
 	serial atomic.Uint32
 	// counts, for metrics
 	imports   [3]atomic.Int64 // by Type
@@ -84,6 +87,7 @@ func (ix *Index) loadPTR(ip netip.Addr) (ptrRef, bool) {
 }
 
 func (ix *Index) storePTR(ip netip.Addr, r ptrRef) {
+	ix.rev.gen.Add(1)
 	if ip.Is4() {
 		ix.ptr4.Store(ip.As4(), r)
 		return
@@ -92,6 +96,7 @@ func (ix *Index) storePTR(ip netip.Addr, r ptrRef) {
 }
 
 func (ix *Index) deletePTR(ip netip.Addr) {
+	ix.rev.gen.Add(1)
 	if ip.Is4() {
 		ix.ptr4.Delete(ip.As4())
 		return
@@ -317,21 +322,11 @@ func parseReverse(name string) (netip.Addr, bool) {
 				}
 				label, rest = rest[:dot], rest[dot+1:]
 			}
-			if len(label) == 0 || len(label) > 3 || len(label) > 1 && label[0] == '0' {
+			v, ok := parseOctet(label)
+			if !ok {
 				return netip.Addr{}, false
 			}
-			v := 0
-			for k := 0; k < len(label); k++ {
-				c := label[k]
-				if c < '0' || c > '9' {
-					return netip.Addr{}, false
-				}
-				v = v*10 + int(c-'0')
-			}
-			if v > 255 {
-				return netip.Addr{}, false
-			}
-			a[i] = byte(v)
+			a[i] = v
 		}
 		return netip.AddrFrom4(a), true
 	}

@@ -106,16 +106,16 @@ func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
 	}
 	if z.reverse {
 		if qtype == dns.TypePTR {
-			targets := p.index.PTRTargets(qname)
-			if targets == nil {
-				return nxdomain
+			if targets := p.index.PTRTargets(qname); targets != nil {
+				return result{ptr: targets}
 			}
-			return result{ptr: targets}
+		} else if p.index.HasPTR(qname) {
+			return nodata
 		}
-		if !p.index.HasPTR(qname) {
-			return nxdomain
+		if p.index.IsReverseENT(qname) {
+			return nodata // a partial reverse name above some address's
 		}
-		return nodata
+		return nxdomain
 	}
 	n := dnsname.Parse(qname, z.name)
 	switch n.Kind {

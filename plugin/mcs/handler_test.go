@@ -303,6 +303,31 @@ func TestServeDNSTypeANY(t *testing.T) {
 	assert.Equal(t, dns.RcodeNameError, m.Rcode)
 }
 
+// TestReverseEmptyNonTerminals: a partial reverse name above an address
+// with PTR records exists (NOERROR, no records, SOA), so that RFC 8020
+// resolvers walking down to the PTR name do not stop at NXDOMAIN.
+func TestReverseEmptyNonTerminals(t *testing.T) {
+	p := newTestMCS(t)
+	for name, want := range map[string]int{
+		"0.96.10.in-addr.arpa.":    dns.RcodeSuccess,
+		"96.10.in-addr.arpa.":      dns.RcodeSuccess,
+		"10.in-addr.arpa.":         dns.RcodeSuccess,
+		"1.96.10.in-addr.arpa.":    dns.RcodeNameError,
+		"9.in-addr.arpa.":          dns.RcodeNameError,
+		"d.f.ip6.arpa.":            dns.RcodeSuccess,
+		"e.f.ip6.arpa.":            dns.RcodeNameError,
+		"99.0.96.10.in-addr.arpa.": dns.RcodeNameError,
+	} {
+		for _, qtype := range []uint16{dns.TypePTR, dns.TypeNS, dns.TypeA} {
+			m := query(t, p, name, qtype)
+			assert.Equal(t, want, m.Rcode, "%s %s", name, dns.TypeToString[qtype])
+			assert.Empty(t, m.Answer, name)
+			require.Len(t, m.Ns, 1, name)
+			assert.Equal(t, dns.TypeSOA, m.Ns[0].Header().Rrtype)
+		}
+	}
+}
+
 func packed(t *testing.T, m *dns.Msg) int {
 	t.Helper()
 	b, err := m.Pack()
@@ -427,6 +452,8 @@ func TestConcurrentQueriesAndUpdates(t *testing.T) {
 				}
 				_ = query(t, p, "_http._tcp.churn.demo.svc.clusterset.local.", dns.TypeSRV)
 				_ = query(t, p, "web.demo.svc.clusterset.local.", dns.TypeA)
+				_ = query(t, p, "9.10.in-addr.arpa.", dns.TypePTR) // the reverse ENT snapshot
+				_ = query(t, p, "1.1.9.10.in-addr.arpa.", dns.TypePTR)
 			}
 		})
 	}

@@ -1,0 +1,161 @@
+package answers
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Empty non-terminals of the reverse zones. A partial reverse name such as
+// 96.10.in-addr.arpa. exists (NOERROR, no records) when some address
+// below it has PTR records; NXDOMAIN would tell an RFC 8020 resolver that
+// nothing below exists. The PTR maps are hashed by address and cannot
+// answer "any address in this range?", so the question is asked of a
+// sorted copy of their keys, built on the first such query and rebuilt
+// on a later one once the maps have changed, at most once per
+// reverseSnapshotAge: a name that just got its first address answers
+// NXDOMAIN for at most that long. Service and PTR queries never touch it.
+
+// reverseSnapshotAge bounds how often the sorted copy is rebuilt.
+const reverseSnapshotAge = time.Second
+
+// reverseSnapshot is a sorted copy of the PTR maps' keys.
+type reverseSnapshot struct {
+	gen   uint64 // Index.ptrGen when it was taken
+	taken time.Time
+	v4    []uint32
+	v6    [][16]byte
+}
+
+// reverseENTs holds the snapshot and serialises its rebuilds.
+type reverseENTs struct {
+	gen  atomic.Uint64 // bumped on every change of the PTR maps
+	snap atomic.Pointer[reverseSnapshot]
+	mu   sync.Mutex
+}
+
+// IsReverseENT reports whether the lower-case name is a partial reverse
+// name (fewer labels than an address has, below in-addr.arpa. or
+// ip6.arpa.) with an address that has PTR records below it.
+func (ix *Index) IsReverseENT(name string) bool {
+	v6, prefix, bits, ok := parseReversePrefix(name)
+	if !ok {
+		return false
+	}
+	s := ix.reverseSnapshot()
+	if !v6 {
+		lo := binary.BigEndian.Uint32(prefix[:4])
+		hi := lo | ^uint32(0)>>bits // bits is 8, 16 or 24
+		i, _ := slices.BinarySearch(s.v4, lo)
+		return i < len(s.v4) && s.v4[i] <= hi
+	}
+	hi := prefix
+	for b := bits; b < 128; b++ {
+		hi[b/8] |= 0x80 >> (b % 8)
+	}
+	i, _ := slices.BinarySearchFunc(s.v6, prefix, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
+	return i < len(s.v6) && bytes.Compare(s.v6[i][:], hi[:]) <= 0
+}
+
+// reverseSnapshot returns a snapshot of the PTR maps' keys no older than
+// reverseSnapshotAge when they have changed since (rebuilding it if
+// needed; a query finding another one rebuilding uses the old one).
+func (ix *Index) reverseSnapshot() *reverseSnapshot {
+	e := &ix.rev
+	s := e.snap.Load()
+	if s != nil && (s.gen == e.gen.Load() || time.Since(s.taken) < reverseSnapshotAge) {
+		return s
+	}
+	if s != nil {
+		if !e.mu.TryLock() {
+			return s
+		}
+	} else {
+		e.mu.Lock()
+	}
+	defer e.mu.Unlock()
+	if cur := e.snap.Load(); cur != s {
+		return cur // rebuilt meanwhile
+	}
+	n := &reverseSnapshot{gen: e.gen.Load(), taken: time.Now()}
+	ix.ptr4.Range(func(k [4]byte, _ ptrRef) bool {
+		n.v4 = append(n.v4, binary.BigEndian.Uint32(k[:]))
+		return true
+	})
+	ix.ptr6.Range(func(k [16]byte, _ ptrRef) bool {
+		n.v6 = append(n.v6, k)
+		return true
+	})
+	slices.Sort(n.v4)
+	slices.SortFunc(n.v6, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
+	e.snap.Store(n)
+	return n
+}
+
+// parseReversePrefix parses a partial reverse name, lower case, as
+// reverseName writes its labels (decimal octets without leading zeros,
+// or single hex nibbles): the address prefix it names (as 16 bytes; the
+// first 4 for IPv4) and its length in bits. A full address (4 or 32
+// labels) or the bare in-addr.arpa./ip6.arpa. is not a partial name.
+func parseReversePrefix(name string) (v6 bool, prefix [16]byte, bits int, ok bool) {
+	if rest, found := strings.CutSuffix(name, ".in-addr.arpa."); found {
+		labels := strings.Split(rest, ".")
+		if len(labels) >= 4 {
+			return false, prefix, 0, false
+		}
+		for i, label := range labels {
+			v, ok := parseOctet(label)
+			if !ok {
+				return false, prefix, 0, false
+			}
+			prefix[len(labels)-1-i] = v
+		}
+		return false, prefix, 8 * len(labels), true
+	}
+	if rest, found := strings.CutSuffix(name, ".ip6.arpa."); found {
+		labels := strings.Split(rest, ".")
+		if len(labels) >= 32 {
+			return true, prefix, 0, false
+		}
+		for i, label := range labels {
+			if len(label) != 1 {
+				return true, prefix, 0, false
+			}
+			nib := strings.IndexByte(hexDigits, label[0])
+			if nib < 0 {
+				return true, prefix, 0, false
+			}
+			k := len(labels) - 1 - i // nibble index from the top
+			if k%2 == 0 {
+				prefix[k/2] |= byte(nib) << 4
+			} else {
+				prefix[k/2] |= byte(nib)
+			}
+		}
+		return true, prefix, 4 * len(labels), true
+	}
+	return false, prefix, 0, false
+}
+
+// parseOctet parses a decimal octet as reverseName writes it.
+func parseOctet(label string) (byte, bool) {
+	if len(label) == 0 || len(label) > 3 || len(label) > 1 && label[0] == '0' {
+		return 0, false
+	}
+	v := 0
+	for k := 0; k < len(label); k++ {
+		c := label[k]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	if v > 255 {
+		return 0, false
+	}
+	return byte(v), true
+}
