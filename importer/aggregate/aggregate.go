@@ -409,6 +409,10 @@ func Compute(in Input) Result {
 		// Mirrored slices: one per source slice of every valid export.
 		byCluster := slices.Clone(valid)
 		slices.SortFunc(byCluster, func(a, b *Export) int { return cmp.Compare(a.ClusterID, b.ClusterID) })
+		importPorts := make(map[string]bool, len(imp.Spec.Ports))
+		for _, p := range imp.Spec.Ports {
+			importPorts[p.Name] = true
+		}
 		for _, e := range byCluster {
 			renames := portRenames(e.Service, imp.Spec.Ports)
 			for _, s := range e.Slices {
@@ -416,7 +420,7 @@ func Compute(in Input) Result {
 				if s.DeletionTimestamp != nil || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
 					continue
 				}
-				res.Slices = append(res.Slices, MirrorSlice(s, e.ClusterID, in.Name, renames))
+				res.Slices = append(res.Slices, MirrorSlice(s, e.ClusterID, in.Name, renames, importPorts))
 			}
 		}
 		slices.SortFunc(res.Slices, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })

@@ -613,7 +613,8 @@ func TestMirroredPortsRenamed(t *testing.T) {
 
 	// A rename never gives a slice two ports of one name: the oldest has
 	// b:80 and c:81, west a:80 and b:81; west's b is routed by its name,
-	// so its a (port 80, the import's b) keeps its own.
+	// so its a (port 80, the import's b) is not renamed b, and since it
+	// names no port of the import it is left out of the mirror.
 	in = Input{Namespace: "ns", Name: "web", Exports: []Export{
 		mk(exp{cluster: "east", svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("b", 80), tcp("c", 81)} }}),
 		mk(exp{cluster: "west", age: 5, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("a", 80), tcp("b", 81)} }}),
@@ -622,8 +623,9 @@ func TestMirroredPortsRenamed(t *testing.T) {
 	in.Exports[1].Slices[0].Ports = append(in.Exports[1].Slices[0].Ports, discoveryv1.EndpointPort{Name: ptr("b"), Port: ptr[int32](9081)})
 	r = Compute(in)
 	require.Len(t, r.Slices, 1)
-	assert.Equal(t, "a", *r.Slices[0].Ports[0].Name)
-	assert.Equal(t, "b", *r.Slices[0].Ports[1].Name)
+	require.Len(t, r.Slices[0].Ports, 1)
+	assert.Equal(t, "b", *r.Slices[0].Ports[0].Name)
+	assert.Equal(t, int32(9081), *r.Slices[0].Ports[0].Port)
 
 	// A port without a name (nil) is renamed like "".
 	in = Input{Namespace: "ns", Name: "web", Exports: []Export{

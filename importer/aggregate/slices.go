@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"maps"
+	"slices"
 	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -43,14 +44,19 @@ func SliceName(svc, clusterID, srcSlice string) string {
 // names (a port without a name is named "").
 func RenamePorts(s *discoveryv1.EndpointSlice, names map[string]string) {
 	for i := range s.Ports {
-		n := ""
-		if s.Ports[i].Name != nil {
-			n = *s.Ports[i].Name
-		}
+		n := portName(s.Ports[i])
 		if to, ok := names[n]; ok && to != n {
 			s.Ports[i].Name = ptr(to)
 		}
 	}
+}
+
+// portName is p's name ("" when it has none).
+func portName(p discoveryv1.EndpointPort) string {
+	if p.Name == nil {
+		return ""
+	}
+	return *p.Name
 }
 
 // SliceLabels are the labels of a mirrored slice.
@@ -67,11 +73,14 @@ func SliceLabels(svc, clusterID string) map[string]string {
 // address type, ports and each endpoint's addresses, conditions
 // (ready/serving/terminating), hostname and zone. Fields that point at
 // objects of the source cluster (nodeName, targetRef) and topology hints
-// (meant for the source cluster's proxies) are not carried. A port whose
-// name is in portNames is renamed: proxies match a slice's ports to the
-// Service's (here the import's) by name, and where exports name the same
-// port differently the import keeps the oldest export's name.
-func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, portNames map[string]string) *discoveryv1.EndpointSlice {
+// (meant for the source cluster's proxies) are not carried. Proxies match
+// a slice's ports to the Service's (here the import's) by name: a port
+// whose name is in portNames is renamed (where exports name the same port
+// differently the import keeps the oldest export's name), and, when
+// importPorts is not nil, a port that then names none of the import's
+// ports is left out (it would carry no traffic, and its name could later
+// be taken by another: a derived Service's "tcp-80").
+func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, portNames map[string]string, importPorts map[string]bool) *discoveryv1.EndpointSlice {
 	out := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: src.Namespace,
@@ -84,6 +93,14 @@ func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, portName
 		out.Ports = append(out.Ports, *p.DeepCopy())
 	}
 	RenamePorts(out, portNames)
+	if importPorts != nil {
+		out.Ports = slices.DeleteFunc(out.Ports, func(p discoveryv1.EndpointPort) bool {
+			return !importPorts[portName(p)]
+		})
+		if len(out.Ports) == 0 {
+			out.Ports = nil
+		}
+	}
 	for _, e := range src.Endpoints {
 		m := discoveryv1.Endpoint{Conditions: *e.Conditions.DeepCopy()}
 		m.Addresses = append(m.Addresses, e.Addresses...)

@@ -39,11 +39,14 @@ type CIDR struct {
 
 	mu      sync.Mutex
 	pending map[string]Claim // key -> what this process decided, not yet seen in caches
+	// decided is when Assign last made (or repeated) each pending
+	// decision; Claim.Since is when it was first made (its priority).
+	decided map[string]time.Time
 }
 
 // NewCIDR returns the clusterset-CIDR provider.
 func NewCIDR(pool *Pool, ms []*members.Member) *CIDR {
-	return &CIDR{pool: pool, members: ms, now: time.Now, pending: map[string]Claim{}}
+	return &CIDR{pool: pool, members: ms, now: time.Now, pending: map[string]Claim{}, decided: map[string]time.Time{}}
 }
 
 // claims reads every VIP claim in the clusterset's caches, and prunes the
@@ -70,10 +73,11 @@ func (c *CIDR) claims() []Claim {
 	defer c.mu.Unlock()
 	now := c.now()
 	for key, p := range c.pending {
-		if seen[key] || now.Sub(p.Since) > pendingExpiry {
-			// Written (the caches show it), or never written: an import
-			// created would show within seconds.
+		if seen[key] || now.Sub(c.decided[key]) > pendingExpiry {
+			// Written (the caches show it), or not decided again for
+			// long: an import created would show within seconds.
 			delete(c.pending, key)
+			delete(c.decided, key)
 			continue
 		}
 		out = append(out, p)
@@ -89,8 +93,8 @@ func (c *CIDR) claims() []Claim {
 // caches catch up.
 const pendingHold = 10 * time.Second
 
-// pendingExpiry is how long a decision is remembered without any cache
-// showing it.
+// pendingExpiry is how long a decision is remembered, after it was last
+// made, without any cache showing it.
 const pendingExpiry = 2 * time.Minute
 
 func parseIPs(s string) []netip.Addr {
@@ -125,6 +129,7 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 		if p, ok := c.pending[key]; !ok || !equalAddrs(p.IPs, ips) {
 			c.pending[key] = Claim{Key: key, IPs: ips, Since: c.now()}
 		}
+		c.decided[key] = c.now()
 		c.mu.Unlock()
 	}
 	switch {
@@ -149,7 +154,7 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 
 // Release implements Provider. The VIP is released by the import's
 // deletion (its annotation goes with it); only a pending decision is
-// forgotten here, once it is older than pendingHold.
+// forgotten here, once it was last made pendingHold ago.
 func (c *CIDR) Release(_ context.Context, _, namespace, name string) error {
 	key := namespace + "/" + name
 	for _, m := range c.members {
@@ -160,8 +165,9 @@ func (c *CIDR) Release(_ context.Context, _, namespace, name string) error {
 		}
 	}
 	c.mu.Lock()
-	if p, ok := c.pending[key]; ok && c.now().Sub(p.Since) >= pendingHold {
+	if _, ok := c.pending[key]; ok && c.now().Sub(c.decided[key]) >= pendingHold {
 		delete(c.pending, key)
+		delete(c.decided, key)
 	}
 	c.mu.Unlock()
 	return nil

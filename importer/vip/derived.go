@@ -80,13 +80,24 @@ func derivedSpec(imp *mcsv1beta1.ServiceImport, name string) *corev1.Service {
 // from protocol and number (they have no SRV records either way).
 func derivedPorts(in []mcsv1beta1.ServicePort) []corev1.ServicePort {
 	out := make([]corev1.ServicePort, 0, len(in))
+	used := make(map[string]bool, len(in))
+	for _, p := range in {
+		used[p.Name] = true
+	}
 	for _, p := range in {
 		sp := corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, AppProtocol: p.AppProtocol}
 		if sp.Protocol == "" {
 			sp.Protocol = corev1.ProtocolTCP
 		}
 		if sp.Name == "" && len(in) > 1 {
-			sp.Name = fmt.Sprintf("%s-%d", strings.ToLower(string(sp.Protocol)), sp.Port)
+			// A name no other port of the import has ("tcp-80", else
+			// "tcp-80-2", ...): a Service's port names are unique.
+			base := fmt.Sprintf("%s-%d", strings.ToLower(string(sp.Protocol)), sp.Port)
+			sp.Name = base
+			for i := 2; used[sp.Name]; i++ {
+				sp.Name = fmt.Sprintf("%s-%d", base, i)
+			}
+			used[sp.Name] = true
 		}
 		out = append(out, sp)
 	}

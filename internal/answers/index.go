@@ -86,22 +86,25 @@ func (ix *Index) loadPTR(ip netip.Addr) (ptrRef, bool) {
 	return ix.ptr6.Load(ip.As16())
 }
 
+// storePTR and deletePTR bump the reverse snapshot's generation after
+// changing the maps: a snapshot taken in between records the older
+// generation and is rebuilt on a later query.
 func (ix *Index) storePTR(ip netip.Addr, r ptrRef) {
-	ix.rev.gen.Add(1)
 	if ip.Is4() {
 		ix.ptr4.Store(ip.As4(), r)
-		return
+	} else {
+		ix.ptr6.Store(ip.As16(), r)
 	}
-	ix.ptr6.Store(ip.As16(), r)
+	ix.rev.gen.Add(1)
 }
 
 func (ix *Index) deletePTR(ip netip.Addr) {
-	ix.rev.gen.Add(1)
 	if ip.Is4() {
 		ix.ptr4.Delete(ip.As4())
-		return
+	} else {
+		ix.ptr6.Delete(ip.As16())
 	}
-	ix.ptr6.Delete(ip.As16())
+	ix.rev.gen.Add(1)
 }
 
 // HasPTR reports whether the lower-case reverse name has PTR records.

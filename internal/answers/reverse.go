@@ -25,7 +25,7 @@ const reverseSnapshotAge = time.Second
 
 // reverseSnapshot is a sorted copy of the PTR maps' keys.
 type reverseSnapshot struct {
-	gen   uint64 // Index.ptrGen when it was taken
+	gen   uint64 // reverseENTs.gen when it was taken
 	taken time.Time
 	v4    []uint32
 	v6    [][16]byte
@@ -103,25 +103,28 @@ func (ix *Index) reverseSnapshot() *reverseSnapshot {
 // labels) or the bare in-addr.arpa./ip6.arpa. is not a partial name.
 func parseReversePrefix(name string) (v6 bool, prefix [16]byte, bits int, ok bool) {
 	if rest, found := strings.CutSuffix(name, ".in-addr.arpa."); found {
-		labels := strings.Split(rest, ".")
-		if len(labels) >= 4 {
+		n := strings.Count(rest, ".") + 1
+		if n >= 4 {
 			return false, prefix, 0, false
 		}
-		for i, label := range labels {
+		for i := range n {
+			label, tail, _ := strings.Cut(rest, ".")
 			v, ok := parseOctet(label)
 			if !ok {
 				return false, prefix, 0, false
 			}
-			prefix[len(labels)-1-i] = v
+			prefix[n-1-i] = v
+			rest = tail
 		}
-		return false, prefix, 8 * len(labels), true
+		return false, prefix, 8 * n, true
 	}
 	if rest, found := strings.CutSuffix(name, ".ip6.arpa."); found {
-		labels := strings.Split(rest, ".")
-		if len(labels) >= 32 {
+		n := strings.Count(rest, ".") + 1
+		if n >= 32 {
 			return true, prefix, 0, false
 		}
-		for i, label := range labels {
+		for i := range n {
+			label, tail, _ := strings.Cut(rest, ".")
 			if len(label) != 1 {
 				return true, prefix, 0, false
 			}
@@ -129,14 +132,15 @@ func parseReversePrefix(name string) (v6 bool, prefix [16]byte, bits int, ok boo
 			if nib < 0 {
 				return true, prefix, 0, false
 			}
-			k := len(labels) - 1 - i // nibble index from the top
+			k := n - 1 - i // nibble index from the top
 			if k%2 == 0 {
 				prefix[k/2] |= byte(nib) << 4
 			} else {
 				prefix[k/2] |= byte(nib)
 			}
+			rest = tail
 		}
-		return true, prefix, 4 * len(labels), true
+		return true, prefix, 4 * n, true
 	}
 	return false, prefix, 0, false
 }

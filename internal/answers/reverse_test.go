@@ -74,3 +74,16 @@ func TestReverseENT(t *testing.T) {
 	assert.False(t, ix.IsReverseENT("96.10.in-addr.arpa."))
 	assert.False(t, ix.IsReverseENT("d.f.ip6.arpa."))
 }
+
+// TestReverseENTAllocs: asking a partial reverse name allocates nothing
+// (once the snapshot is built).
+func TestReverseENTAllocs(t *testing.T) {
+	ix := NewIndex(5)
+	svc := &Service{Namespace: "demo", Name: "web", Type: ClusterSetIP, IPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}}
+	ix.Put(svc.Key(), Build(svc, nil, Config{Zones: []string{"clusterset.local."}, TTL: 5}))
+	require.True(t, ix.IsReverseENT("96.10.in-addr.arpa."))
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		ix.IsReverseENT("96.10.in-addr.arpa.")
+		ix.IsReverseENT("0.0.d.f.ip6.arpa.")
+	}))
+}
