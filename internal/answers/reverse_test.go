@@ -2,6 +2,7 @@ package answers
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +87,35 @@ func TestReverseENTAllocs(t *testing.T) {
 		ix.IsReverseENT("96.10.in-addr.arpa.")
 		ix.IsReverseENT("0.0.d.f.ip6.arpa.")
 	}))
+}
+
+// FuzzParseReversePrefix: whatever parseReversePrefix accepts is the tail
+// of the reverse name of its prefix's first address, one label per 8 (or
+// 4) bits: the canonical form reverseName writes, nothing else.
+func FuzzParseReversePrefix(f *testing.F) {
+	for _, s := range []string{"96.10.in-addr.arpa.", "0.96.10.in-addr.arpa.", "d.f.ip6.arpa.", "01.10.in-addr.arpa.", "..in-addr.arpa.", "a.b.ip6.arpa."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		v6, prefix, bits, ok := parseReversePrefix(name)
+		if !ok {
+			return
+		}
+		var addr netip.Addr
+		per := 8
+		if v6 {
+			addr, per = netip.AddrFrom16(prefix), 4
+		} else {
+			addr = netip.AddrFrom4([4]byte(prefix[:4]))
+		}
+		full := string(reverseName(nil, addr))
+		suffix := ".in-addr.arpa."
+		if v6 {
+			suffix = ".ip6.arpa."
+		}
+		labels := strings.Count(strings.TrimSuffix(name, suffix), ".") + 1
+		if !strings.HasSuffix(full, "."+name) || labels*per != bits {
+			t.Fatalf("%q parsed as %v/%d; the address's reverse name is %q", name, addr, bits, full)
+		}
+	})
 }
