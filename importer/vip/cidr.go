@@ -73,9 +73,11 @@ func (c *CIDR) claims() []Claim {
 	defer c.mu.Unlock()
 	now := c.now()
 	for key, p := range c.pending {
-		if seen[key] || now.Sub(c.decided[key]) > pendingExpiry {
+		if seen[key] || now.Sub(c.decided[key]) > pendingExpiry || now.Sub(p.Since) > pendingMaxAge {
 			// Written (the caches show it), or not decided again for
-			// long: an import created would show within seconds.
+			// long (an import created would show within seconds), or
+			// never written for very long: its Since (its priority over
+			// other claims) must not outlive failing writes.
 			delete(c.pending, key)
 			delete(c.decided, key)
 			continue
@@ -96,6 +98,10 @@ const pendingHold = 10 * time.Second
 // pendingExpiry is how long a decision is remembered, after it was last
 // made, without any cache showing it.
 const pendingExpiry = 2 * time.Minute
+
+// pendingMaxAge bounds how long a decision no cache shows keeps its first
+// time (it is then made afresh).
+const pendingMaxAge = 10 * time.Minute
 
 func parseIPs(s string) []netip.Addr {
 	var out []netip.Addr

@@ -55,18 +55,13 @@ func TestCIDRPendingClaims(t *testing.T) {
 	require.Equal(t, c2.IPs, again.IPs)
 	require.NoError(t, c.Release(ctx, "west", "ns", "c"))
 	assert.Contains(t, c.pending, "ns/c", "held from the latest decision")
-}
 
-// TestDerivedPortNamesUnique: the name made for an unnamed port of a
-// multi-port import never repeats another port's name (the API server
-// rejects such a Service).
-func TestDerivedPortNamesUnique(t *testing.T) {
-	got := derivedPorts([]mcsv1beta1.ServicePort{{Name: "", Protocol: "TCP", Port: 80}, {Name: "tcp-80", Protocol: "TCP", Port: 81}})
-	require.Len(t, got, 2)
-	assert.Equal(t, "tcp-80-2", got[0].Name)
-	assert.Equal(t, "tcp-80", got[1].Name)
-	got = derivedPorts([]mcsv1beta1.ServicePort{{Name: "", Protocol: "UDP", Port: 53}, {Name: "metrics", Protocol: "TCP", Port: 9153}})
-	assert.Equal(t, "udp-53", got[0].Name)
-	got = derivedPorts([]mcsv1beta1.ServicePort{{Name: "", Protocol: "TCP", Port: 80}})
-	assert.Equal(t, "", got[0].Name, "a lone port keeps no name")
+	// A decision never written but made again and again keeps its first
+	// time (its priority) for at most pendingMaxAge.
+	for range 6 {
+		now = now.Add(pendingExpiry - time.Second)
+		_, err = c.Assign(ctx, "east", imp("c"))
+		require.NoError(t, err)
+	}
+	assert.Less(t, now.Sub(c.pending["ns/c"].Since), pendingMaxAge, "made afresh once older than pendingMaxAge")
 }
