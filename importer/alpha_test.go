@@ -43,6 +43,15 @@ func installAlphaOnly(t *testing.T, c *cluster.Cluster) {
 		_, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(bg(), crd, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
+	waitAlphaServed(t, c)
+	_, err = c.MCS.MulticlusterV1beta1().ServiceImports("default").List(bg(), metav1.ListOptions{})
+	require.True(t, apierrors.IsNotFound(err), "v1beta1 must not be served: %v", err)
+}
+
+// waitAlphaServed waits until c serves ServiceImports and ServiceExports
+// at v1alpha1.
+func waitAlphaServed(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		_, err := c.MCS.MulticlusterV1alpha1().ServiceImports("default").List(bg(), metav1.ListOptions{})
 		if err != nil {
@@ -51,8 +60,6 @@ func installAlphaOnly(t *testing.T, c *cluster.Cluster) {
 		_, err = c.MCS.MulticlusterV1alpha1().ServiceExports("default").List(bg(), metav1.ListOptions{})
 		return err == nil
 	}, waitFor, tick)
-	_, err = c.MCS.MulticlusterV1beta1().ServiceImports("default").List(bg(), metav1.ListOptions{})
-	require.True(t, apierrors.IsNotFound(err), "v1beta1 must not be served: %v", err)
 }
 
 // A member serving only v1alpha1 (mcs-api <= v0.4) next to one serving

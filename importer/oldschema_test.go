@@ -35,14 +35,7 @@ func installCRDs(t *testing.T, c *cluster.Cluster, dir string) {
 		_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Create(bg(), crd, metav1.CreateOptions{})
 		require.NoError(t, err, f)
 	}
-	require.Eventually(t, func() bool {
-		_, err := c.MCS.MulticlusterV1alpha1().ServiceImports("default").List(bg(), metav1.ListOptions{})
-		if err != nil {
-			return false
-		}
-		_, err = c.MCS.MulticlusterV1alpha1().ServiceExports("default").List(bg(), metav1.ListOptions{})
-		return err == nil
-	}, waitFor, tick)
+	waitAlphaServed(t, c)
 }
 
 // A member with mcs-api v0.1.0's CRDs (no ipFamilies, trafficDistribution,
