@@ -162,13 +162,11 @@ var anyOrder = [...]uint16{dns.TypeSOA, dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dn
 // the name has (the first in anyOrder), not all of them; NODATA only for
 // a name without records, NXDOMAIN for one that does not exist.
 func (p *MCS) resolveANY(qname string, z *zone) result {
-	first := true
-	for _, t := range anyOrder {
+	for i, t := range anyOrder {
 		r := p.resolve(qname, z, t)
-		if first && r.rcode == dns.RcodeNameError {
-			return r
+		if i == 0 && r.rcode == dns.RcodeNameError {
+			return r // the name does not exist (whatever the type)
 		}
-		first = false
 		if r.soa || r.node != nil || r.ptr != nil || len(r.answer) > 0 {
 			return r
 		}
