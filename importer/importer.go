@@ -356,6 +356,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	ctrl := controller.New(controller.Options{Members: ms, VIP: provider, Log: log, Registerer: reg, ClusterSetIPDefault: csDefault})
+	// Its queue runs goroutines from here on, whether or not Run is
+	// reached (caches that never sync, leadership never won).
+	defer ctrl.ShutDown()
 
 	var ready atomic.Bool
 	var wg sync.WaitGroup

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -361,12 +362,31 @@ func TestImporter(t *testing.T) {
 		r.stop()
 	})
 
+	// A replica that never leads never runs the controller; what it made
+	// at start-up (the controller's queue) must still stop with Run (the
+	// next subtest looks).
+	t.Run("a standby that never leads stops everything", func(t *testing.T) {
+		now := metav1.NewMicroTime(time.Now())
+		_, err := east.Kube.CoordinationV1().Leases("kube-system").Create(bg(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "held-elsewhere"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To[int32](3600),
+				AcquireTime: &now, RenewTime: &now},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		o := baseOptions(kubeconfig, contexts...)
+		o.Log = testLogger()
+		o.LeaderElect, o.LeaderElectName = true, "held-elsewhere"
+		ctx, cancel := context.WithTimeout(bg(), 2*time.Second)
+		defer cancel()
+		require.NoError(t, importer.Run(ctx, o))
+	})
+
 	t.Run("no goroutine outlives Run", func(t *testing.T) {
 		require.Eventually(t, func() bool {
 			buf := make([]byte, 1<<22)
 			stacks := string(buf[:runtime.Stack(buf, true)])
 			for _, g := range strings.Split(stacks, "\n\n") {
-				for _, pkg := range []string{"mcs-dns/mcs-dns/importer.", "mcs-dns/mcs-dns/importer/", "k8s.io/client-go/tools/cache.", "k8s.io/client-go/util/workqueue."} {
+				for _, pkg := range []string{"mcs-dns/mcs-dns/importer.", "mcs-dns/mcs-dns/importer/", "k8s.io/client-go/tools/cache.", "k8s.io/client-go/util/workqueue.", "controller-runtime/pkg/controller/priorityqueue."} {
 					if strings.Contains(g, pkg) {
 						t.Logf("still running:\n%s", g)
 						return false

@@ -77,8 +77,10 @@ type Controller struct {
 	vip     vip.Provider
 	log     *slog.Logger
 	queue   priorityqueue.PriorityQueue[item]
-	metrics *Metrics
-	now     func() time.Time
+	// queueStop makes ShutDown safe to call twice (the queue's is not).
+	queueStop sync.Once
+	metrics   *Metrics
+	now       func() time.Time
 
 	clusterSetIPDefault *bool
 
@@ -314,9 +316,15 @@ func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration)
 	// ShutDown (not ShutDownWithDrain, which leaves the delaying queue's
 	// goroutine running): workers finish their current key, whose API
 	// calls fail fast now that ctx is done.
-	c.queue.ShutDown()
+	c.ShutDown()
 	wg.Wait()
 }
+
+// ShutDown stops the work queue and the goroutines New started for it.
+// Run does so when it returns; whoever made the controller and then does
+// not run it (start-up failed, leadership never came) must call it. Safe
+// to call more than once.
+func (c *Controller) ShutDown() { c.queueStop.Do(c.queue.ShutDown) }
 
 // every runs f every d until ctx ends, in a goroutine wg waits for.
 func every(ctx context.Context, wg *sync.WaitGroup, d time.Duration, f func()) {

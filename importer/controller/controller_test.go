@@ -234,6 +234,7 @@ func TestServePassWritesNoStatus(t *testing.T) {
 	defer m.Stop()
 	reg := prometheus.NewRegistry()
 	c := New(Options{Members: []*members.Member{m}, Registerer: reg})
+	defer c.ShutDown() // never Run
 	writes := func(kind string) float64 {
 		n := 0.0
 		for _, verb := range []string{"create", "update"} {
