@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 )
 
@@ -51,6 +54,20 @@ type ImporterResult struct {
 	RSS                int64            `json:"rss_bytes"`
 	HWM                int64            `json:"hwm_bytes"`
 	Detail             string           `json:"detail,omitempty"`
+	Floor              *FloorResult     `json:"floor,omitempty"`
+}
+
+// FloorResult: the same burst with the importer's answer writes issued
+// straight from the bench (see importerFloor).
+type FloorResult struct {
+	NotDone    string  `json:"not_done,omitempty"`
+	Workers    int     `json:"workers"`
+	Writes     int64   `json:"writes"`
+	P50Ms      float64 `json:"p50_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	AllSeconds float64 `json:"all_answered_seconds"`
+	Unanswered int     `json:"unanswered"`
 }
 
 const impNS = "bench-imports"
@@ -135,189 +152,21 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 		}
 	}
 	n := b.Opt.Exports
-	svcName := func(i int) string { return fmt.Sprintf("exp-%04d", i) }
-	// The Services and their endpoints exist first (not timed): exporting is the event.
 	headless := b.Opt.ExportType != "clustersetip"
-	svcSpec := corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: portName, Port: cipPort, Protocol: corev1.ProtocolTCP}}}
-	if headless {
-		svcSpec.ClusterIP = corev1.ClusterIPNone
-	}
-	epIP := func(i int) string { return addrAdd(mustAddr("10.200.0.0"), uint32(i+1)).String() }
-	var jobs []func(context.Context) error
-	for i := range n {
-		jobs = append(jobs, func(ctx context.Context) error {
-			_, err := loader.Kube.CoreV1().Services(impNS).Create(ctx, &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Name: svcName(i)},
-				Spec:       svcSpec,
-			}, metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return err
-			}
-			_, err = loader.Kube.DiscoveryV1().EndpointSlices(impNS).Create(ctx, &discoveryv1.EndpointSlice{
-				ObjectMeta: metav1.ObjectMeta{Name: svcName(i) + "-1", Labels: map[string]string{
-					discoveryv1.LabelServiceName: svcName(i), discoveryv1.LabelManagedBy: "bench.mcs-dns.io"}},
-				AddressType: discoveryv1.AddressTypeIPv4,
-				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
-				Endpoints: []discoveryv1.Endpoint{{Addresses: []string{epIP(i)},
-					Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-			}, metav1.CreateOptions{})
-			return err
-		})
-	}
-	if err := runParallel(ctx, b.Opt.Workers, jobs); err != nil {
-		return fmt.Errorf("creating services: %w", err)
+	// The Services and their endpoints exist first (not timed): exporting is the event.
+	if _, _, err := createExportedServices(ctx, loader, impNS, n, headless, b.Opt.Workers); err != nil {
+		return err
 	}
 	logf("importer: %d Services with endpoints in %s; exporting them", n, names[0])
-
-	// Export them all, in parallel, recording each acknowledgement; poll
-	// both importing clusters' CoreDNS meanwhile.
-	acked := make([]time.Time, n)
-	answered := map[string][]time.Time{}
-	for _, c := range res.Importers {
-		answered[c] = make([]time.Time, n)
+	run, err := exportToAnswer(ctx, set, loader, impNS, n, res.Importers, servers, headless, nil)
+	if err != nil {
+		return err
 	}
-	var mu sync.Mutex
-	start := time.Now()
-	jobs = jobs[:0]
-	for i := range n {
-		jobs = append(jobs, func(ctx context.Context) error {
-			_, err := loader.MCS.MulticlusterV1beta1().ServiceExports(impNS).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: svcName(i)}}, metav1.CreateOptions{})
-			if err == nil {
-				mu.Lock()
-				acked[i] = time.Now()
-				mu.Unlock()
-			}
-			return err
-		})
-	}
-	// Ask DNS only for names whose ServiceImport exists in that cluster
-	// (seen through a watch): polling every pending name would load the
-	// two shared cores the importer and the API servers need.
-	imported := map[string][]bool{}
-	index := map[string]int{}
-	for i := range n {
-		index[svcName(i)] = i
-	}
-	for _, cname := range res.Importers {
-		imported[cname] = make([]bool, n)
-		w, err := set.Get(cname).MCS.MulticlusterV1beta1().ServiceImports(impNS).Watch(ctx, metav1.ListOptions{})
-		if err != nil {
-			return fmt.Errorf("watching imports in %s: %w", cname, err)
-		}
-		defer w.Stop()
-		go func() {
-			for ev := range w.ResultChan() {
-				si, ok := ev.Object.(*mcsv1beta1.ServiceImport)
-				if !ok {
-					continue
-				}
-				if i, ok := index[si.Name]; ok {
-					mu.Lock()
-					imported[cname][i] = true
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	createErr := make(chan error, 1)
-	go func() { createErr <- runParallel(ctx, 32, jobs) }()
-	pollCtx, stopPoll := context.WithTimeout(ctx, 2*time.Minute)
-	defer stopPoll()
-	created := false
-	for pollCtx.Err() == nil {
-		if !created {
-			select {
-			case err := <-createErr:
-				if err != nil {
-					return fmt.Errorf("creating exports: %w", err)
-				}
-				created = true
-				logf("importer: %d exports acknowledged in %s", n, time.Since(start).Round(time.Millisecond))
-			default:
-			}
-		}
-		type job struct {
-			c string
-			i int
-		}
-		var todo []job
-		mu.Lock()
-		for c, ts := range answered {
-			for i := range n {
-				if ts[i].IsZero() && !acked[i].IsZero() && imported[c][i] {
-					todo = append(todo, job{c, i})
-				}
-			}
-		}
-		mu.Unlock()
-		if created && len(todo) == 0 {
-			done := true
-			mu.Lock()
-			for _, ts := range answered {
-				for i := range n {
-					done = done && !ts[i].IsZero()
-				}
-			}
-			mu.Unlock()
-			if done {
-				break
-			}
-		}
-		ch := make(chan job)
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cl := &dns.Client{Net: "udp", Timeout: 200 * time.Millisecond, UDPSize: 4096}
-				for j := range ch {
-					name := svcName(j.i) + "." + impNS + ".svc." + Zone
-					r, _, err := cl.Exchange(newMsg(name, dns.TypeA), servers[j.c].Addr())
-					if err == nil && answeredImport(r, headless, epIP(j.i)) {
-						now := time.Now()
-						mu.Lock()
-						answered[j.c][j.i] = now
-						mu.Unlock()
-					}
-				}
-			}()
-		}
-		for _, j := range todo {
-			ch <- j
-		}
-		close(ch)
-		wg.Wait()
-		_ = waitCtx(pollCtx, 2*time.Millisecond)
-	}
-	var lat []time.Duration
-	var last time.Time
-	for i := range n {
-		var worst time.Time
-		ok := !acked[i].IsZero()
-		for _, c := range res.Importers {
-			t := answered[c][i]
-			if t.IsZero() {
-				ok = false
-				break
-			}
-			if t.After(worst) {
-				worst = t
-			}
-		}
-		if !ok {
-			res.Unanswered++
-			continue
-		}
-		lat = append(lat, worst.Sub(acked[i]))
-		if worst.After(last) {
-			last = worst
-		}
-	}
+	start := run.start
 	res.Exports = n
-	res.P50Ms, res.P99Ms, res.MaxMs = ms(percentileDur(lat, 0.5)), ms(percentileDur(lat, 0.99)), ms(percentileDur(lat, 1))
-	if !last.IsZero() {
-		res.AllSeconds = last.Sub(start).Seconds()
-	}
+	res.Unanswered = run.unanswered
+	res.P50Ms, res.P99Ms, res.MaxMs = ms(percentileDur(run.lat, 0.5)), ms(percentileDur(run.lat, 0.99)), ms(percentileDur(run.lat, 1))
+	res.AllSeconds = run.all.Seconds()
 	res.Detail = "Exported Services: " + b.Opt.ExportType + ", one ready endpoint each. Latency per export: from its create being acknowledged to both other clusters' CoreDNS answering its A query "
 	if headless {
 		res.Detail += "with the endpoint's address"
@@ -384,7 +233,344 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 	if imp.Exited() {
 		return fmt.Errorf("mcs-importer exited: %s", lastLines(imp.Log(), 3))
 	}
+	if b.Opt.ImporterFloor {
+		fl, err := importerFloor(ctx, set, names, imp, servers, n, headless, b.Opt.Workers)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			fl = &FloorResult{NotDone: err.Error()}
+			logf("importer floor: %v", err)
+		}
+		res.Floor = fl
+	}
 	return nil
+}
+
+const (
+	floorNS = "bench-floor"
+	// floorWorkers: mcs-importer's default --workers.
+	floorWorkers = 16
+)
+
+// importerFloor measures what these API servers allow any importer that
+// writes what mcs-importer's serve passes write: with the importer
+// stopped, the bench exports another n Services (in floorNS) and, as each
+// export is acknowledged, computes its import and mirrored slices with the
+// importer's own pure rules (aggregate.Compute) and writes them into every
+// member itself, floorWorkers exports at a time, in the importer's order
+// (member by member, slices then import), reading nothing; statuses are
+// left out (the importer writes them after the answers). The same DNS
+// polling measures export-to-answer. The CoreDNS servers keep running, so
+// they receive the same watch events as in the importer's burst.
+func importerFloor(ctx context.Context, set *cluster.Set, names []string, imp *Proc, servers map[string]*Server, n int, headless bool, workers int) (*FloorResult, error) {
+	if !headless {
+		return nil, errors.New("measured for headless exports only (a ClusterSetIP export's serve pass also writes derived Services)")
+	}
+	procs.Stop(imp)
+	loaders := make([]*Loader, len(names))
+	for k, name := range names {
+		c := set.Get(name)
+		_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floorNS}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+		if loaders[k], err = NewLoader(c.Config, floorWorkers); err != nil {
+			return nil, err
+		}
+	}
+	svcs, slices, err := createExportedServices(ctx, loaders[0], floorNS, n, headless, workers)
+	if err != nil {
+		return nil, err
+	}
+	logf("importer floor: %d Services with endpoints in %s; exporting them with the importer stopped", n, names[0])
+
+	type ack struct {
+		i  int
+		se *mcsv1beta1.ServiceExport
+	}
+	acks := make(chan ack, n)
+	res := &FloorResult{Workers: floorWorkers}
+	var writes atomic.Int64
+	var errMu sync.Mutex
+	var writeErr error
+	var wg sync.WaitGroup
+	for range floorWorkers {
+		wg.Go(func() {
+			for a := range acks {
+				out := aggregate.Compute(aggregate.Input{Namespace: floorNS, Name: svcName(a.i), Exports: []aggregate.Export{{
+					ClusterID: names[0], Export: a.se, Service: svcs[a.i], Slices: []*discoveryv1.EndpointSlice{slices[a.i]},
+				}}})
+				if out.Import == nil {
+					errMu.Lock()
+					writeErr = errors.Join(writeErr, fmt.Errorf("%s: no import computed", svcName(a.i)))
+					errMu.Unlock()
+					continue
+				}
+				for _, l := range loaders {
+					for _, s := range out.Slices {
+						_, err := l.Kube.DiscoveryV1().EndpointSlices(floorNS).Create(ctx, s, metav1.CreateOptions{})
+						writes.Add(1)
+						if err != nil {
+							errMu.Lock()
+							writeErr = errors.Join(writeErr, err)
+							errMu.Unlock()
+						}
+					}
+					si := out.Import.DeepCopy()
+					si.Status = mcsv1beta1.ServiceImportStatus{}
+					_, err := l.MCS.MulticlusterV1beta1().ServiceImports(floorNS).Create(ctx, si, metav1.CreateOptions{})
+					writes.Add(1)
+					if err != nil {
+						errMu.Lock()
+						writeErr = errors.Join(writeErr, err)
+						errMu.Unlock()
+					}
+				}
+			}
+		})
+	}
+	run, err := exportToAnswer(ctx, set, loaders[0], floorNS, n, names[1:], servers, headless, func(i int, se *mcsv1beta1.ServiceExport) {
+		acks <- ack{i, se}
+	})
+	close(acks)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	if writeErr != nil {
+		return nil, fmt.Errorf("writing answers: %w", writeErr)
+	}
+	res.Writes = writes.Load()
+	res.Unanswered = run.unanswered
+	res.P50Ms, res.P99Ms, res.MaxMs = ms(percentileDur(run.lat, 0.5)), ms(percentileDur(run.lat, 0.99)), ms(percentileDur(run.lat, 1))
+	res.AllSeconds = run.all.Seconds()
+	logf("importer floor: %d writes; export-to-answer p50 %.0f ms p99 %.0f ms max %.0f ms; all answered after %.2f s; %d unanswered",
+		res.Writes, res.P50Ms, res.P99Ms, res.MaxMs, res.AllSeconds, res.Unanswered)
+	return res, nil
+}
+
+func svcName(i int) string { return fmt.Sprintf("exp-%04d", i) }
+
+// epIP is the address of export i's one endpoint.
+func epIP(i int) string { return addrAdd(mustAddr("10.200.0.0"), uint32(i+1)).String() }
+
+// createExportedServices creates n Services, each with one ready endpoint,
+// in ns of the loader's cluster.
+func createExportedServices(ctx context.Context, loader *Loader, ns string, n int, headless bool, workers int) ([]*corev1.Service, []*discoveryv1.EndpointSlice, error) {
+	svcs, slices := make([]*corev1.Service, n), make([]*discoveryv1.EndpointSlice, n)
+	svcSpec := corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: portName, Port: cipPort, Protocol: corev1.ProtocolTCP}}}
+	if headless {
+		svcSpec.ClusterIP = corev1.ClusterIPNone
+	}
+	var jobs []func(context.Context) error
+	for i := range n {
+		jobs = append(jobs, func(ctx context.Context) error {
+			svc, err := loader.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: svcName(i)},
+				Spec:       svcSpec,
+			}, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				svc, err = loader.Kube.CoreV1().Services(ns).Get(ctx, svcName(i), metav1.GetOptions{})
+			}
+			if err != nil {
+				return err
+			}
+			svcs[i] = svc
+			slice, err := loader.Kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: svcName(i) + "-1", Labels: map[string]string{
+					discoveryv1.LabelServiceName: svcName(i), discoveryv1.LabelManagedBy: "bench.mcs-dns.io"}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+				Endpoints: []discoveryv1.Endpoint{{Addresses: []string{epIP(i)},
+					Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+			}, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				slice, err = loader.Kube.DiscoveryV1().EndpointSlices(ns).Get(ctx, svcName(i)+"-1", metav1.GetOptions{})
+			}
+			if err != nil {
+				return err
+			}
+			slices[i] = slice
+			return nil
+		})
+	}
+	if err := runParallel(ctx, workers, jobs); err != nil {
+		return nil, nil, fmt.Errorf("creating services: %w", err)
+	}
+	return svcs, slices, nil
+}
+
+// exportRun is one burst of exports, measured.
+type exportRun struct {
+	start      time.Time       // before the first create
+	lat        []time.Duration // per answered export: acknowledged -> answered by every importing cluster
+	all        time.Duration   // start -> the last answer
+	unanswered int
+}
+
+// exportToAnswer exports the n Services of ns (in the loader's cluster), in
+// parallel, recording each acknowledgement (and passing its index to
+// onAck, when set); meanwhile it asks each importing cluster's CoreDNS
+// for every name whose ServiceImport exists there, until all answer (or
+// two minutes pass).
+func exportToAnswer(ctx context.Context, set *cluster.Set, loader *Loader, ns string, n int, importers []string, servers map[string]*Server, headless bool, onAck func(i int, se *mcsv1beta1.ServiceExport)) (*exportRun, error) {
+	acked := make([]time.Time, n)
+	answered := map[string][]time.Time{}
+	for _, c := range importers {
+		answered[c] = make([]time.Time, n)
+	}
+	var mu sync.Mutex
+	var jobs []func(context.Context) error
+	for i := range n {
+		jobs = append(jobs, func(ctx context.Context) error {
+			se, err := loader.MCS.MulticlusterV1beta1().ServiceExports(ns).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: svcName(i)}}, metav1.CreateOptions{})
+			if err == nil {
+				mu.Lock()
+				acked[i] = time.Now()
+				mu.Unlock()
+				if onAck != nil {
+					onAck(i, se)
+				}
+			}
+			return err
+		})
+	}
+	// Ask DNS only for names whose ServiceImport exists in that cluster
+	// (seen through a watch): polling every pending name would load the
+	// two shared cores the importer and the API servers need.
+	imported := map[string][]bool{}
+	index := map[string]int{}
+	for i := range n {
+		index[svcName(i)] = i
+	}
+	for _, cname := range importers {
+		imported[cname] = make([]bool, n)
+		w, err := set.Get(cname).MCS.MulticlusterV1beta1().ServiceImports(ns).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("watching imports in %s: %w", cname, err)
+		}
+		defer w.Stop()
+		go func() {
+			for ev := range w.ResultChan() {
+				si, ok := ev.Object.(*mcsv1beta1.ServiceImport)
+				if !ok {
+					continue
+				}
+				if i, ok := index[si.Name]; ok {
+					mu.Lock()
+					imported[cname][i] = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	run := &exportRun{start: time.Now()}
+	createErr := make(chan error, 1)
+	go func() { createErr <- runParallel(ctx, 32, jobs) }()
+	pollCtx, stopPoll := context.WithTimeout(ctx, 2*time.Minute)
+	defer stopPoll()
+	created := false
+	for pollCtx.Err() == nil {
+		if !created {
+			select {
+			case err := <-createErr:
+				if err != nil {
+					return nil, fmt.Errorf("creating exports: %w", err)
+				}
+				created = true
+				logf("importer: %d exports acknowledged in %s", n, time.Since(run.start).Round(time.Millisecond))
+			default:
+			}
+		}
+		type job struct {
+			c string
+			i int
+		}
+		var todo []job
+		mu.Lock()
+		for c, ts := range answered {
+			for i := range n {
+				if ts[i].IsZero() && !acked[i].IsZero() && imported[c][i] {
+					todo = append(todo, job{c, i})
+				}
+			}
+		}
+		mu.Unlock()
+		if created && len(todo) == 0 {
+			done := true
+			mu.Lock()
+			for _, ts := range answered {
+				for i := range n {
+					done = done && !ts[i].IsZero()
+				}
+			}
+			mu.Unlock()
+			if done {
+				break
+			}
+		}
+		ch := make(chan job)
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cl := &dns.Client{Net: "udp", Timeout: 200 * time.Millisecond, UDPSize: 4096}
+				for j := range ch {
+					name := svcName(j.i) + "." + ns + ".svc." + Zone
+					r, _, err := cl.Exchange(newMsg(name, dns.TypeA), servers[j.c].Addr())
+					if err == nil && answeredImport(r, headless, epIP(j.i)) {
+						now := time.Now()
+						mu.Lock()
+						answered[j.c][j.i] = now
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		for _, j := range todo {
+			ch <- j
+		}
+		close(ch)
+		wg.Wait()
+		_ = waitCtx(pollCtx, 2*time.Millisecond)
+	}
+	if !created {
+		// The poll timed out first: the creates still finish (or fail).
+		if err := <-createErr; err != nil {
+			return nil, fmt.Errorf("creating exports: %w", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var last time.Time
+	for i := range n {
+		var worst time.Time
+		ok := !acked[i].IsZero()
+		for _, c := range importers {
+			t := answered[c][i]
+			if t.IsZero() {
+				ok = false
+				break
+			}
+			if t.After(worst) {
+				worst = t
+			}
+		}
+		if !ok {
+			run.unanswered++
+			continue
+		}
+		run.lat = append(run.lat, worst.Sub(acked[i]))
+		if worst.After(last) {
+			last = worst
+		}
+	}
+	if !last.IsZero() {
+		run.all = last.Sub(run.start)
+	}
+	return run, nil
 }
 
 // waitImporterQuiet polls the importer's metrics until its queue is empty

@@ -55,6 +55,7 @@ type Options struct {
 	StartupProfile time.Duration
 	Starts         int
 	ImporterArgs   string
+	ImporterFloor  bool
 }
 
 func (o Options) phase(name string) bool {
@@ -107,6 +108,7 @@ func main() {
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
 	flag.StringVar(&o.ExportType, "export-type", "headless", "importer: type of the exported Services, headless (answered: A = the endpoint's IP) or clustersetip (answered: NOERROR, since the importer may assign no VIP)")
 	flag.StringVar(&o.ImporterArgs, "importer-args", "", "importer: extra mcs-importer flags (default: its defaults)")
+	flag.BoolVar(&o.ImporterFloor, "importer-floor", true, "importer: also measure the floor (the importer's answer writes issued straight from the bench, importer stopped)")
 	flag.StringVar(&o.ImporterServer, "importer-server", "a", "importer: which server (a or b) answers for the importing clusters")
 	flag.Parse()
 
