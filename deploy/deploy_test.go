@@ -170,7 +170,7 @@ func applyRBAC(t *testing.T, set *cluster.Set) {
 	for _, dir := range []string{"member", "coredns"} {
 		for _, o := range render(t, dir) {
 			switch o.GetKind() {
-			case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+			case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 				objs = append(objs, o)
 			}
 		}
@@ -248,6 +248,10 @@ func TestImporterRBAC(t *testing.T) {
 		{"create", "", "namespaces"},
 		{"delete", "multicluster.x-k8s.io", "serviceexports"},
 		{"create", "", "pods"},
+		{"patch", "discovery.k8s.io", "endpointslices"},
+		{"create", "", "events"},
+		{"create", "coordination.k8s.io", "leases"}, // in every namespace: only in its own
+		{"list", "about.k8s.io", "clusterproperties"},
 	} {
 		require.False(t, can(t, kubeconfig, "east", denied[0], denied[1], denied[2]), "the importer may %v", denied)
 	}
