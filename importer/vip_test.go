@@ -105,6 +105,9 @@ func TestDerivedServiceVIPs(t *testing.T) {
 	}
 	first := importIPs(t, cs, "shop", "web", withDerived)
 	require.NotEqual(t, first["east"], first["west"], "the derived model gives each cluster its own VIP")
+	for _, c := range cs {
+		assert.GreaterOrEqual(t, imp.writes(t)[c.Name+"/Service/create"], 1.0, "derived Service creates counted in mcs_importer_writes_total")
+	}
 
 	t.Run("stable across restarts", func(t *testing.T) {
 		imp.stop()

@@ -144,7 +144,17 @@ func New(o Options) *Controller {
 	for _, m := range c.members {
 		c.setMemberState(m, members.Up)
 	}
+	// A VIP provider that writes objects of its own (derived Services)
+	// reports them, so that mcs_importer_writes_total counts every write.
+	if r, ok := c.vip.(writeReporter); ok {
+		r.ReportWrites(c.wrote)
+	}
 	return c
+}
+
+// writeReporter is a VIP provider that sends writes of its own.
+type writeReporter interface {
+	ReportWrites(func(m *members.Member, kind, verb, ns, name string))
 }
 
 func key(ns, name string) string { return ns + "/" + name }

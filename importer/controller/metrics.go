@@ -35,7 +35,7 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed func() float
 		}),
 		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "mcs_importer", Name: "writes_total",
-			Help: "Write requests sent to member cluster APIs, by cluster, kind and verb. Flat in a steady state.",
+			Help: "Write requests sent to member cluster APIs, by cluster, kind (ServiceImport, ServiceImportStatus, EndpointSlice, ServiceExportStatus, Service) and verb. Flat in a steady state.",
 		}, []string{"cluster", "kind", "verb"}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "mcs_importer", Name: "errors_total",

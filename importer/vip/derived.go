@@ -33,6 +33,22 @@ func DerivedName(namespace, name string) string {
 // remote endpoints. The VIP is per cluster and lives as long as the Service.
 type Derived struct {
 	members map[string]*members.Member // by cluster ID
+	// wrote, when set (ReportWrites), is told of every write sent, so that
+	// the controller's mcs_importer_writes_total counts Services too.
+	wrote func(m *members.Member, kind, verb, ns, name string)
+}
+
+// KindService is the kind derived-Service writes are reported with.
+const KindService = "Service"
+
+// ReportWrites makes d report every write it sends to f; call it before
+// the first Assign or Release.
+func (d *Derived) ReportWrites(f func(m *members.Member, kind, verb, ns, name string)) { d.wrote = f }
+
+func (d *Derived) report(m *members.Member, verb, ns, name string) {
+	if d.wrote != nil {
+		d.wrote(m, KindService, verb, ns, name)
+	}
 }
 
 // NewDerived returns the derived-Service provider over the members.
@@ -130,6 +146,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 	}
 	if cur == nil {
 		created, err := api.Create(ctx, want, metav1.CreateOptions{})
+		d.report(m, "create", want.Namespace, want.Name)
 		switch {
 		case err == nil:
 			cur = created
@@ -168,6 +185,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 				latest.Spec.IPFamilies = slices.Clone(want.Spec.IPFamilies)
 			}
 			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
+			d.report(m, "update", latest.Namespace, latest.Name)
 			return err
 		})
 		if err != nil {
@@ -182,6 +200,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			}
 			latest.Spec.Ports = want.Spec.Ports
 			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
+			d.report(m, "update", latest.Namespace, latest.Name)
 			return err
 		})
 		if err != nil {
@@ -237,11 +256,13 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 		return live, nil
 	default:
 		err := api.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &live.UID}})
+		d.report(m, "delete", want.Namespace, want.Name)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("replacing derived Service %s/%s (IP family): %w", want.Namespace, want.Name, err)
 		}
 	}
 	created, err := api.Create(ctx, want, metav1.CreateOptions{})
+	d.report(m, "create", want.Namespace, want.Name)
 	if err != nil {
 		return nil, fmt.Errorf("recreating derived Service %s/%s (IP family): %w", want.Namespace, want.Name, err)
 	}
@@ -266,6 +287,7 @@ func (d *Derived) Release(ctx context.Context, clusterID, namespace, name string
 	err := m.Kube.CoreV1().Services(namespace).Delete(ctx, dn, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &cur.UID},
 	})
+	d.report(m, "delete", namespace, dn)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting derived Service %s/%s: %w", namespace, dn, err)
 	}
