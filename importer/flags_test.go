@@ -66,4 +66,23 @@ func TestParseFlags(t *testing.T) {
 		_, err := importer.ParseFlags(args, &out)
 		assert.Error(t, err, "%v", args)
 	}
+
+	// Settings that would fail only after start-up (client-go's leader
+	// election checks) or be ignored fail at once, saying why.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--contexts", "a", "--leader-elect", "--leader-elect-retry-period", "9s", "--leader-elect-renew-deadline", "10s"}, "1.2 x --leader-elect-retry-period"},
+		{[]string{"--contexts", "a", "--leader-elect", "--leader-elect-renew-deadline", "20s"}, "< --leader-elect-lease-duration"},
+		{[]string{"--contexts", "a", "--clusterset-ip-default"}, "--clusterset-ip-default needs --vip-mode=clusterset-cidr"},
+		{[]string{"--contexts", "a", "--vip-mode", "none", "--clusterset-ip-default"}, "--clusterset-ip-default needs --vip-mode=clusterset-cidr"},
+	} {
+		_, err := importer.ParseFlags(tc.args, &out)
+		if assert.Error(t, err, "%v", tc.args) {
+			assert.Contains(t, err.Error(), tc.want, "%v", tc.args)
+		}
+	}
+	_, err = importer.ParseFlags([]string{"--contexts", "a", "--leader-elect", "--leader-elect-retry-period", "8s", "--leader-elect-renew-deadline", "10s"}, &out)
+	assert.NoError(t, err, "renew deadline above 1.2 x the retry period")
 }

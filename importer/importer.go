@@ -272,6 +272,9 @@ func (o *Options) Validate() error {
 		if len(o.ClusterSetCIDRs) > 0 {
 			errs = append(errs, fmt.Errorf("--clusterset-cidr needs --vip-mode=%s", VIPModeCIDR))
 		}
+		if o.ClusterSetIPDefault {
+			errs = append(errs, fmt.Errorf("--clusterset-ip-default needs --vip-mode=%s", VIPModeCIDR))
+		}
 	case VIPModeCIDR:
 		if _, err := vip.ParsePool(o.ClusterSetCIDRs); err != nil {
 			errs = append(errs, fmt.Errorf("--vip-mode=%s needs a valid --clusterset-cidr: %w", VIPModeCIDR, err))
@@ -286,8 +289,10 @@ func (o *Options) Validate() error {
 		if o.LeaderElectNamespace == "" || o.LeaderElectName == "" {
 			errs = append(errs, errors.New("--leader-elect-namespace and --leader-elect-name must not be empty"))
 		}
-		if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline {
-			errs = append(errs, errors.New("leader election needs 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
+		// client-go's own checks (it retries with up to 1.2x jitter), made
+		// here so that a bad setting fails before any member is contacted.
+		if o.RetryPeriod <= 0 || float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) || o.LeaseDuration <= o.RenewDeadline {
+			errs = append(errs, errors.New("leader election needs 0 < 1.2 x --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
 		}
 	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
