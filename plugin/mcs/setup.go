@@ -2,6 +2,7 @@ package mcs
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -141,7 +142,11 @@ func parse(c *caddy.Controller) (*config, error) {
 					if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 						return nil, c.Errf("namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
 					}
-					cfg.namespaces = append(cfg.namespaces, ns)
+					// Once each: every name gets its own informers, and a
+					// repeated one would start a pair that never syncs.
+					if !slices.Contains(cfg.namespaces, ns) {
+						cfg.namespaces = append(cfg.namespaces, ns)
+					}
 				}
 			case "fallthrough":
 				cfg.fall.SetZonesFromArgs(c.RemainingArgs())

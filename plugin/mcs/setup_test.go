@@ -78,6 +78,9 @@ func TestParse(t *testing.T) {
 		{"namespaces", "mcs {\n namespaces demo prod\n}", func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"demo", "prod"}, c.namespaces)
 		}},
+		{"namespaces repeated", "mcs {\n namespaces demo prod demo\n namespaces prod\n}", func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"demo", "prod"}, c.namespaces)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
