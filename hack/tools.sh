@@ -6,7 +6,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 K8S_VERSION=${K8S_VERSION:-1.37.2}
-dest=${MCS_DNS_K8S_ASSETS:-$root/.cache/k8s/$K8S_VERSION}
+default_dest=$root/.cache/k8s/$K8S_VERSION
+dest=${MCS_DNS_K8S_ASSETS:-$default_dest}
 tools_module=$root/hack/tools/k8s
 
 log() { printf '==> %s\n' "$*" >&2; }
@@ -27,7 +28,11 @@ build() { # build <package> <binary> [ldflags]
 	mv "$dest/.$bin.tmp" "$dest/$bin"
 }
 
-if have_apiserver; then
+if [ "$dest" != "$default_dest" ] && [ -x "$dest/kube-apiserver" ] && [ -x "$dest/etcd" ]; then
+	# A folder of the user's own (MCS_DNS_K8S_ASSETS or KUBEBUILDER_ASSETS):
+	# use what is there, never overwrite it.
+	log "using your kube-apiserver ($("$dest/kube-apiserver" --version 2>/dev/null || echo '?')) and etcd ($("$dest/etcd" --version 2>/dev/null | head -1 || echo '?')) in $dest; the tests are written against v$K8S_VERSION and etcd 3.7"
+elif have_apiserver; then
 	log "kube-apiserver v$K8S_VERSION: present in $dest"
 else
 	log "building kube-apiserver v$K8S_VERSION from source (first time: 4-10 minutes on 2 cores, ~3 GB of Go build cache)"
@@ -38,7 +43,9 @@ else
 	build k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$v"
 fi
 
-if have_etcd; then
+if [ "$dest" != "$default_dest" ] && [ -x "$dest/kube-apiserver" ] && [ -x "$dest/etcd" ]; then
+	:
+elif have_etcd; then
 	log "etcd v3.7: present in $dest"
 else
 	log "building etcd v3.7 from source (first time: about a minute)"

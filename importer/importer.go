@@ -206,7 +206,7 @@ Flags (one or two leading dashes):
 	fs.StringVar(&o.LeaderElectContext, "leader-elect-context", o.LeaderElectContext, "`context` of the member cluster holding the leader Lease (default: the first of --contexts)")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "`namespace` of the leader Lease")
 	fs.StringVar(&o.LeaderElectName, "leader-elect-name", o.LeaderElectName, "`name` of the leader Lease")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a leader's Lease lasts without renewal: the longest a takeover waits")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a leader's Lease lasts without renewal: a standby takes over about this long (plus up to two retry periods) after the leader stops renewing")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew before it gives up leading")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "how often candidates try to acquire or renew the Lease")
 	if err := fs.Parse(args); err != nil {
