@@ -415,12 +415,16 @@ func Compute(in Input) Result {
 		}
 		for _, e := range byCluster {
 			renames := portRenames(e.Service, imp.Spec.Ports)
+			servicePorts := make(map[string]bool, len(e.Service.Spec.Ports))
+			for _, sp := range e.Service.Spec.Ports {
+				servicePorts[sp.Name] = true
+			}
 			for _, s := range e.Slices {
 				// FQDN slices have no place in MCS DNS; deleted ones are gone.
 				if s.DeletionTimestamp != nil || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
 					continue
 				}
-				res.Slices = append(res.Slices, MirrorSlice(s, e.ClusterID, in.Name, renames, importPorts))
+				res.Slices = append(res.Slices, MirrorSlice(s, e.ClusterID, in.Name, servicePorts, renames, importPorts))
 			}
 		}
 		slices.SortFunc(res.Slices, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })

@@ -627,6 +627,23 @@ func TestMirroredPortsRenamed(t *testing.T) {
 	assert.Equal(t, "b", *r.Slices[0].Ports[0].Name)
 	assert.Equal(t, int32(9081), *r.Slices[0].Ports[0].Port)
 
+	// A source slice port the exporting Service does not name (a
+	// hand-made slice) carries no traffic there and is left out: kept, it
+	// would collide with west's "http" renamed to the import's "web"
+	// (two ports of one name: the API would refuse the mirror, and with
+	// it every write of the import).
+	in = Input{Namespace: "ns", Name: "web", Exports: []Export{
+		mk(exp{cluster: "east", svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("web", 80)} }}),
+		mk(exp{cluster: "west", age: 5, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("http", 80)} }}),
+	}}
+	slice(&in.Exports[1], "http")
+	in.Exports[1].Slices[0].Ports = append(in.Exports[1].Slices[0].Ports, discoveryv1.EndpointPort{Name: ptr("web"), Port: ptr[int32](9090)})
+	r = Compute(in)
+	require.Len(t, r.Slices, 1)
+	require.Len(t, r.Slices[0].Ports, 1, "one port named web")
+	assert.Equal(t, "web", *r.Slices[0].Ports[0].Name)
+	assert.Equal(t, int32(8080), *r.Slices[0].Ports[0].Port, "west's http, renamed")
+
 	// A port without a name (nil) is renamed like "".
 	in = Input{Namespace: "ns", Name: "web", Exports: []Export{
 		mk(exp{cluster: "east", svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("http", 80)} }}),
@@ -654,4 +671,32 @@ func TestFilteredMetaNoConflict(t *testing.T) {
 	// Near the API server's limit: room is kept for what mcs-importer adds.
 	r = compute(exp{cluster: "east", annos: map[string]string{"big": strings.Repeat("x", 256<<10-100)}})
 	assert.Empty(t, r.Import.Annotations)
+}
+
+// Mirrored addresses are canonical: a source cluster may hold IPv4
+// addresses with leading zeros (accepted before Kubernetes 1.36, read as
+// decimal), which newer importing clusters refuse; other families and
+// non-addresses are dropped, and an endpoint left without an address too.
+func TestMirroredAddressesCanonical(t *testing.T) {
+	e := mk(exp{cluster: "east"})
+	e.Slices = []*discoveryv1.EndpointSlice{eslice("web-a",
+		discoveryv1.Endpoint{Addresses: []string{"010.001.002.004"}},
+		discoveryv1.Endpoint{Addresses: []string{"10.1.2.3", "010.1.2.3"}},
+		discoveryv1.Endpoint{Addresses: []string{"fd00::1"}},
+		discoveryv1.Endpoint{Addresses: []string{"not-an-ip"}},
+	)}
+	v6 := eslice("web-b", discoveryv1.Endpoint{Addresses: []string{"FD00:0::2", "10.0.0.9"}})
+	v6.AddressType = discoveryv1.AddressTypeIPv6
+	e.Slices = append(e.Slices, v6)
+	r := Compute(Input{Namespace: "ns", Name: "web", Exports: []Export{e}})
+	got := map[string][][]string{}
+	for _, s := range r.Slices {
+		for _, ep := range s.Endpoints {
+			got[string(s.AddressType)] = append(got[string(s.AddressType)], ep.Addresses)
+		}
+	}
+	assert.Equal(t, map[string][][]string{
+		"IPv4": {{"10.1.2.4"}, {"10.1.2.3"}},
+		"IPv6": {{"fd00::2"}},
+	}, got)
 }

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	netutils "k8s.io/utils/net"
 
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
@@ -74,13 +75,18 @@ func SliceLabels(svc, clusterID string) map[string]string {
 // (ready/serving/terminating), hostname and zone. Fields that point at
 // objects of the source cluster (nodeName, targetRef) and topology hints
 // (meant for the source cluster's proxies) are not carried. Proxies match
-// a slice's ports to the Service's (here the import's) by name: a port
-// whose name is in portNames is renamed (where exports name the same port
-// differently the import keeps the oldest export's name), and, when
-// importPorts is not nil, a port that then names none of the import's
-// ports is left out (it would carry no traffic, and its name could later
-// be taken by another: a derived Service's "tcp-80").
-func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, portNames map[string]string, importPorts map[string]bool) *discoveryv1.EndpointSlice {
+// a slice's ports to the Service's (here the import's) by name. When
+// servicePorts is not nil (the source Service's port names), a port it
+// does not name is left out first: it carries no traffic in its own
+// cluster, and kept it could collide with a renamed one (a slice cannot
+// have two ports of one name). Then a port whose name is in portNames is
+// renamed (where exports name the same port differently the import keeps
+// the oldest export's name), and, when importPorts is not nil, a port that
+// then names none of the import's ports is left out (it would carry no
+// traffic, and its name could later be taken by another: a derived
+// Service's "tcp-80"). Addresses are written in canonical form (see
+// mirrorAddress); an endpoint left without one is dropped.
+func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, servicePorts map[string]bool, portNames map[string]string, importPorts map[string]bool) *discoveryv1.EndpointSlice {
 	out := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: src.Namespace,
@@ -90,6 +96,9 @@ func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, portName
 		AddressType: src.AddressType,
 	}
 	for _, p := range src.Ports {
+		if servicePorts != nil && !servicePorts[portName(p)] {
+			continue
+		}
 		out.Ports = append(out.Ports, *p.DeepCopy())
 	}
 	RenamePorts(out, portNames)
@@ -97,13 +106,20 @@ func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, portName
 		out.Ports = slices.DeleteFunc(out.Ports, func(p discoveryv1.EndpointPort) bool {
 			return !importPorts[portName(p)]
 		})
-		if len(out.Ports) == 0 {
-			out.Ports = nil
-		}
+	}
+	if len(out.Ports) == 0 {
+		out.Ports = nil
 	}
 	for _, e := range src.Endpoints {
 		m := discoveryv1.Endpoint{Conditions: *e.Conditions.DeepCopy()}
-		m.Addresses = append(m.Addresses, e.Addresses...)
+		for _, a := range e.Addresses {
+			if a = mirrorAddress(a, src.AddressType); a != "" && !slices.Contains(m.Addresses, a) {
+				m.Addresses = append(m.Addresses, a)
+			}
+		}
+		if len(m.Addresses) == 0 {
+			continue
+		}
 		if e.Hostname != nil {
 			m.Hostname = ptr(*e.Hostname)
 		}
@@ -113,6 +129,25 @@ func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, portName
 		out.Endpoints = append(out.Endpoints, m)
 	}
 	return out
+}
+
+// mirrorAddress is addr as an importing cluster's API accepts it: an
+// address of family t in canonical form, or "" when addr is none. A source
+// cluster can hold forms that newer API servers reject (IPv4 with leading
+// zeros, accepted before Kubernetes 1.36 and read as decimal, as
+// ParseIPSloppy does); copied as they are, the mirror would be refused and
+// hold back every write of the import.
+func mirrorAddress(addr string, t discoveryv1.AddressType) string {
+	ip := netutils.ParseIPSloppy(addr)
+	switch {
+	case ip == nil:
+		return ""
+	case t == discoveryv1.AddressTypeIPv4 && ip.To4() != nil:
+		return ip.To4().String()
+	case t == discoveryv1.AddressTypeIPv6 && ip.To4() == nil:
+		return ip.String()
+	}
+	return ""
 }
 
 // SliceUpToDate reports whether actual already carries what desired says:
