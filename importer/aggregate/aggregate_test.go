@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -567,6 +568,17 @@ func TestExportedMetaFiltered(t *testing.T) {
 	require.NotNil(t, r.Import)
 	assert.Empty(t, r.Import.Annotations)
 	assert.Contains(t, r.Exports[0].ValidCondition.Message, "larger than")
+
+	// Keys the schema accepts whatever their length: each is cut in the
+	// message, which stays far below the CRD's 32,768 characters.
+	long := map[string]string{}
+	for i := range 12 {
+		long[fmt.Sprintf("%d%s", i, strings.Repeat("k", 40000))] = "v"
+	}
+	r = compute(exp{cluster: "east", labels: long, annos: long})
+	msg = r.Exports[0].ValidCondition.Message
+	assert.Less(t, len(msg), 2048, msg)
+	assert.Contains(t, msg, "kkk...", "keys cut, and say so")
 
 	// Clean metadata: the message is the plain one.
 	r = compute(exp{cluster: "east", labels: map[string]string{"team": "a"}})

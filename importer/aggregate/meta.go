@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -59,7 +60,7 @@ func exportedMeta(e *Export) (labels, annotations map[string]string, dropped []s
 		}
 		if why != "" {
 			delete(labels, k)
-			dropped = append(dropped, fmt.Sprintf("exportedLabels[%q]: %s", k, why))
+			dropped = append(dropped, fmt.Sprintf("exportedLabels[%q]: %s", shortKey(k), why))
 		}
 	}
 	annotations = maps.Clone(spec.ExportedAnnotations)
@@ -74,7 +75,7 @@ func exportedMeta(e *Export) (labels, annotations map[string]string, dropped []s
 		}
 		if why != "" {
 			delete(annotations, k)
-			dropped = append(dropped, fmt.Sprintf("exportedAnnotations[%q]: %s", k, why))
+			dropped = append(dropped, fmt.Sprintf("exportedAnnotations[%q]: %s", shortKey(k), why))
 			continue
 		}
 		total += len(k) + len(v)
@@ -85,6 +86,25 @@ func exportedMeta(e *Export) (labels, annotations map[string]string, dropped []s
 	}
 	slices.Sort(dropped)
 	return labels, annotations, dropped
+}
+
+// maxKeyShown bounds each key quoted in the Valid message: the CRD bounds
+// a condition's message (32,768 characters) and a key the schema accepts
+// may be far longer; a message over the limit would fail every status
+// write of the export, the one saying what is wrong included.
+const maxKeyShown = 64
+
+// shortKey is k cut to maxKeyShown bytes (at a character boundary), with
+// "..." when cut.
+func shortKey(k string) string {
+	if len(k) <= maxKeyShown {
+		return k
+	}
+	cut := maxKeyShown
+	for cut > 0 && !utf8.RuneStart(k[cut]) {
+		cut--
+	}
+	return k[:cut] + "..."
 }
 
 // droppedMessage describes what exportedMeta left out, for the Valid
