@@ -499,6 +499,25 @@ func namedPorts(ports []Port) []portGroup {
 	return groups
 }
 
+// srvNamesFit keeps the groups whose SRV owner name
+// "_<port>._<proto>.<svcRel>.<zone>" fits RFC 1035's 255 octets in every
+// zone: a port name may have 63 characters (a DNS label, as Service port
+// names are), so a long port name with a long service, namespace and zone
+// can make one too long. Such a port keeps its place in the bare-name SRV
+// answer (its number needs no name); only its own SRV name is left out.
+func srvNamesFit(groups []portGroup, svcRel string, zones []string) []portGroup {
+	longest := 0
+	for _, z := range zones {
+		if z != "." {
+			longest = max(longest, len(z))
+		}
+	}
+	return slices.DeleteFunc(groups, func(g portGroup) bool {
+		// Presentation with the trailing dot, plus one: the wire length.
+		return len(g.rel)+1+len(svcRel)+1+longest+1 > 255
+	})
+}
+
 // distinctPorts returns the distinct port numbers of the named ports: a
 // bare-name SRV answers one record per distinct (target, port). With one
 // group, that group's own slice.
@@ -576,6 +595,7 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 	groups := namedPorts(svc.Ports)
 	bare := distinctPorts(groups)
 	svcRel := svc.Name + "." + svc.Namespace + ".svc"
+	groups = srvNamesFit(groups, svcRel, cfg.Zones)
 	addrs, v4 := partition(ips)
 	// One allocation for the nodes of every zone: the service, then one
 	// per port group.
@@ -706,6 +726,7 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 	all = dedupAddrs(all)
 	groups := namedPorts(svc.Ports)
 	bare := distinctPorts(groups)
+	groups = srvNamesFit(groups, svcRel, cfg.Zones)
 	allAddrs, allV4 := partition(all)
 	// The per-endpoint nodes are kept sorted by relative name (Lookup
 	// searches them); the SRV records and PTR targets keep the order of

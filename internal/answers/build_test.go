@@ -250,6 +250,38 @@ func TestHeadlessTooLongNameSkipped(t *testing.T) {
 	assert.False(t, ix.HasPTR("5.0.1.10.in-addr.arpa."), "no PTR for an endpoint without a name")
 }
 
+// TestSRVNameTooLongSkipped: port names may have 63 characters (DNS
+// labels, as Service port names); a port whose SRV name would exceed 255
+// octets gets no SRV name of its own, for both types, and still appears
+// in the bare-name SRV answer.
+func TestSRVNameTooLongSkipped(t *testing.T) {
+	long := strings.Repeat("p", 63)
+	zone99 := strings.Repeat("z", 40) + "." + strings.Repeat("y", 40) + "." + strings.Repeat("x", 16) + "." // 99 characters
+	require.Len(t, zone99, 99)
+	c := Config{Zones: []string{zone99}, TTL: 5}
+	ports := []Port{{Name: "http", Protocol: "tcp", Port: 80}, {Name: long, Protocol: "tcp", Port: 81}}
+	svc := &Service{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("s", 63), Type: ClusterSetIP, IPs: ips("10.96.0.10"), Ports: ports}
+	for _, s := range []*Set{
+		Build(svc, nil, c),
+		Build(&Service{Namespace: svc.Namespace, Name: svc.Name, Type: Headless, Ports: ports},
+			[]*Slice{{ClusterID: "east", Endpoints: []Endpoint{ep("db-0", yes, "10.1.0.5")}}}, c),
+	} {
+		require.NotNil(t, s)
+		assert.True(t, s.Lookup(0, "_http._tcp").Has(dns.TypeSRV), "a short port name fits")
+		assert.Nil(t, s.Lookup(0, "_"+long+"._tcp"), "no SRV name longer than 255 octets")
+		var ports []string
+		for _, r := range render(t, s, "", dns.TypeSRV) {
+			if f := strings.Fields(r); f[0] == "SRV" {
+				ports = append(ports, f[3])
+			}
+		}
+		assert.Equal(t, []string{"80", "81"}, ports, "both ports in the bare-name answer")
+	}
+	// Under a short zone the long port name fits.
+	s := Build(svc, nil, cfg)
+	assert.True(t, s.Lookup(0, "_"+long+"._tcp").Has(dns.TypeSRV))
+}
+
 // TestDedupAddrs: repeats go, first appearances stay in order, on both
 // sides of the pairwise/set threshold; a list without repeats is
 // returned as is.

@@ -30,6 +30,10 @@ type Import struct {
 	// Err says why the object was rejected; a rejected import answers
 	// nothing.
 	Err error
+	// Skipped counts malformed ips and ports left out (the rest of the
+	// import still answers); SkipErr is the first reason.
+	Skipped int
+	SkipErr error
 	// Arrived is when the transform saw this version of the object: the
 	// start of its DNS programming latency.
 	Arrived time.Time
@@ -81,7 +85,7 @@ func (s *Slice) ServiceKey() string { return s.Namespace + "/" + s.ServiceName }
 // set.
 func ImportFromUnstructured(u *unstructured.Unstructured, now time.Time) *Import {
 	imp := &Import{Meta: metaOf(u), Arrived: now}
-	imp.Service, imp.Err = readImport(u)
+	imp.Service, imp.Err = readImport(u, imp.skip)
 	return imp
 }
 
@@ -100,7 +104,19 @@ func field(u *unstructured.Unstructured, name string) (any, bool) {
 	return nil, false
 }
 
-func readImport(u *unstructured.Unstructured) (answers.Service, error) {
+// skip notes a malformed entry left out of the import.
+func (i *Import) skip(err error) {
+	if i.Skipped == 0 {
+		i.SkipErr = err
+	}
+	i.Skipped++
+}
+
+// readImport validates what DNS reads of u. The type, name and namespace
+// must be right or nothing answers; one malformed ips or ports entry is
+// left out (through skip) and the rest still answers: a VIP is not lost to
+// a bad port, nor a port to a bad VIP.
+func readImport(u *unstructured.Unstructured, skip func(error)) (answers.Service, error) {
 	svc := answers.Service{Namespace: intern(u.GetNamespace()), Name: u.GetName()}
 	if errs := validation.IsDNS1123Label(svc.Name); len(errs) > 0 {
 		return svc, fmt.Errorf("name %q is not a DNS label: %s", svc.Name, strings.Join(errs, "; "))
@@ -126,7 +142,8 @@ func readImport(u *unstructured.Unstructured) (answers.Service, error) {
 			s, _ := x.(string)
 			ip, err := ParseIP(s)
 			if err != nil {
-				return svc, fmt.Errorf("ips: %w", err)
+				skip(fmt.Errorf("ips: %w", err))
+				continue
 			}
 			svc.IPs = append(svc.IPs, ip)
 		}
@@ -142,7 +159,8 @@ func readImport(u *unstructured.Unstructured) (answers.Service, error) {
 			proto, _ := m["protocol"].(string)
 			p, err := readPort(name, proto, m["port"])
 			if err != nil {
-				return svc, err
+				skip(err)
+				continue
 			}
 			svc.Ports = append(svc.Ports, p)
 		}
@@ -167,7 +185,10 @@ func readPort(name, proto string, number any) (answers.Port, error) {
 		return answers.Port{}, fmt.Errorf("port %v is not in 1..65535", number)
 	}
 	if name != "" {
-		if errs := validation.IsValidPortName(name); len(errs) > 0 {
+		// A DNS label, as Service port names are (up to 63 characters,
+		// digits alone allowed); it becomes the label "_<name>" of the
+		// port's SRV name.
+		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
 			return answers.Port{}, fmt.Errorf("port name %q: %s", name, strings.Join(errs, "; "))
 		}
 	}

@@ -3,6 +3,7 @@ package compact
 import (
 	"encoding/json"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,11 +58,30 @@ func TestImportFromUnstructured(t *testing.T) {
 			answers.Service{Namespace: "demo", Name: "web", Type: answers.Headless}, ""},
 		{"no type", imp(map[string]any{"ips": []any{"10.96.0.1"}}, nil), answers.Service{}, "type"},
 		{"bad type", imp(map[string]any{"type": "LoadBalancer"}, nil), answers.Service{}, "type"},
-		{"bad ip", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.300"}}, nil), answers.Service{}, "not an IP"},
-		{"mapped ip", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"::ffff:10.0.0.1"}}, nil), answers.Service{}, "plain"},
-		{"bad port name", imp(map[string]any{"type": "ClusterSetIP", "ports": []any{port("Bad_Name", "TCP", 80)}}, nil), answers.Service{}, "port name"},
-		{"bad port", imp(map[string]any{"type": "ClusterSetIP", "ports": []any{port("http", "TCP", 0)}}, nil), answers.Service{}, "port"},
-		{"bad protocol", imp(map[string]any{"type": "ClusterSetIP", "ports": []any{port("http", "HTTP", 80)}}, nil), answers.Service{}, "protocol"},
+		// One malformed ips or ports entry is left out; the rest answers
+		// (a bad port must not take the netip.MustParseAddr("10.96.0.1")'s A record with it).
+		{"bad ip", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.300", "10.96.0.1"}, "ports": []any{port("http", "TCP", 80)}}, nil),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.ClusterSetIP, IPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+				Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}}}, "skip:not an IP"},
+		{"mapped ip", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"::ffff:10.0.0.1", "10.96.0.1"}}, nil),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.ClusterSetIP, IPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}}, "skip:plain"},
+		{"bad port name", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.1"}, "ports": []any{port("Bad_Name", "TCP", 80), port("http", "TCP", 80)}}, nil),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.ClusterSetIP, IPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+				Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}}}, "skip:port name"},
+		{"bad port", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.1"}, "ports": []any{port("http", "TCP", 0)}}, nil),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.ClusterSetIP, IPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}}, "skip:port"},
+		{"bad protocol", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.1"}, "ports": []any{port("http", "HTTP", 80)}}, nil),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.ClusterSetIP, IPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}}, "skip:protocol"},
+		// Port names are DNS labels, as Service port names are: up to 63
+		// characters, digits alone, inner "--".
+		{"service-style port names", imp(map[string]any{"type": "Headless", "ports": []any{
+			port("tcp-prometheus-servicemonitor", "TCP", 9402), port("8443", "TCP", 8443), port("grpc--web", "TCP", 81),
+			port(strings.Repeat("p", 63), "UDP", 82)}}, nil),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.Headless, Ports: []answers.Port{
+				{Name: "tcp-prometheus-servicemonitor", Protocol: "tcp", Port: 9402}, {Name: "8443", Protocol: "tcp", Port: 8443},
+				{Name: "grpc--web", Protocol: "tcp", Port: 81}, {Name: strings.Repeat("p", 63), Protocol: "udp", Port: 82}}}, ""},
+		{"port name too long", imp(map[string]any{"type": "Headless", "ports": []any{port(strings.Repeat("p", 64), "TCP", 80)}}, nil),
+			answers.Service{Namespace: "demo", Name: "web", Type: answers.Headless}, "skip:port name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,10 +97,19 @@ func TestImportFromUnstructured(t *testing.T) {
 			assert.Equal(t, got.Meta, fromWire.Meta)
 			assert.Equal(t, got.Err, fromWire.Err)
 			assert.Equal(t, &w, w.DeepCopyObject())
-			if tt.errSub != "" {
+			assert.Equal(t, got.Skipped, fromWire.Skipped)
+			assert.Equal(t, got.SkipErr, fromWire.SkipErr)
+			if skipSub, ok := strings.CutPrefix(tt.errSub, "skip:"); ok {
+				require.NoError(t, got.Err)
+				assert.Equal(t, 1, got.Skipped)
+				require.Error(t, got.SkipErr)
+				assert.Contains(t, got.SkipErr.Error(), skipSub)
+			} else if tt.errSub != "" {
 				require.Error(t, got.Err)
 				assert.Contains(t, got.Err.Error(), tt.errSub)
 				return
+			} else {
+				assert.Zero(t, got.Skipped)
 			}
 			require.NoError(t, got.Err)
 			assert.Equal(t, tt.want, got.Service)

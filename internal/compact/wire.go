@@ -92,6 +92,6 @@ func ImportFromWire(w *WireImport, now time.Time) *Import {
 		}
 		u.Object[part] = v
 	}
-	imp.Service, imp.Err = readImport(u)
+	imp.Service, imp.Err = readImport(u, imp.skip)
 	return imp
 }

@@ -361,6 +361,9 @@ func transformImport(obj any) (any, error) {
 	if imp.Err != nil {
 		rejectedObjects.WithLabelValues(kindServiceImport).Inc()
 		log.Warningf("skipping ServiceImport %s/%s: %v", imp.Namespace, imp.Name, imp.Err)
+	} else if imp.Skipped > 0 {
+		rejectedObjects.WithLabelValues(kindImportEntry).Add(float64(imp.Skipped))
+		log.Warningf("ServiceImport %s/%s: skipping %d malformed ips/ports entr(ies), the rest answers: %v", imp.Namespace, imp.Name, imp.Skipped, imp.SkipErr)
 	}
 	return imp, nil
 }

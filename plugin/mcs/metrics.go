@@ -51,4 +51,5 @@ const (
 	kindServiceImport = "serviceimport"
 	kindEndpointSlice = "endpointslice"
 	kindEndpoint      = "endpoint"
+	kindImportEntry   = "serviceimport-entry" // one ips or ports entry
 )

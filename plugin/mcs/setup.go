@@ -158,10 +158,13 @@ func parse(c *caddy.Controller) (*config, error) {
 	return cfg, nil
 }
 
-// maxForwardZone is the longest forward zone (as an FQDN) under which the
-// longest MCS name still fits RFC 1035's 255 octets (254 characters):
+// maxForwardZone is the longest forward zone (as an FQDN) under which every
+// service name and SRV name with a port name of up to 15 characters (the
+// usual IANA service names) fits RFC 1035's 255 octets (254 characters):
 // "_" + a 15-character port name + "._sctp." + a 63-character service +
-// "." + a 63-character namespace + ".svc." takes 155.
+// "." + a 63-character namespace + ".svc." takes 155. Port names may be
+// longer (up to 63, DNS labels); an SRV name that would then be too long
+// is left out by answers.Build.
 const maxForwardZone = 254 - 155
 
 // parseZones normalises the zones of the stanza; CIDRs become reverse
