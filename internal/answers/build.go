@@ -84,12 +84,13 @@ func (n *Node) Records(qtype uint16) (answer, extra []dns.RR) {
 		if n.v4 == 0 {
 			return nil, nil
 		}
-		return addrRRs(nil, n.owner, n.addrs[:n.v4], n.ttl), nil
+		return addrRRs(nil, n.owner, n.addrs[:min(int(n.v4), maxRRs(minARR))], n.ttl), nil
 	case dns.TypeAAAA:
 		if len(n.addrs) == int(n.v4) {
 			return nil, nil
 		}
-		return addrRRs(nil, n.owner, n.addrs[n.v4:], n.ttl), nil
+		v6 := n.addrs[n.v4:]
+		return addrRRs(nil, n.owner, v6[:min(len(v6), maxRRs(minAAAARR))], n.ttl), nil
 	case dns.TypeSRV:
 		if n.srv == nil {
 			return nil, nil
@@ -437,18 +438,36 @@ func (n *Node) setSRV(owner string, spec *srvSpec, ttl uint32) {
 	n.owner, n.srv, n.ttl = owner, spec, ttl
 }
 
+// Wire sizes of the smallest record of each type in a reply (owner name
+// compressed to a pointer; an SRV target at least the root): a message of
+// at most dns.MaxMsgSize octets holds no more than dns.MaxMsgSize divided
+// by these, so Records builds no more (a bare-name SRV of a large headless
+// service with many ports would otherwise build endpoints x ports records
+// per query, almost all of them thrown away by the fitting).
+const (
+	minARR    = 2 + 10 + 4
+	minAAAARR = 2 + 10 + 16
+	minSRVRR  = 2 + 10 + 6 + 1
+)
+
+func maxRRs(minLen int) int { return dns.MaxMsgSize / minLen }
+
 func (n *Node) srvRRs() []dns.RR {
 	spec := n.srv
-	count := len(spec.targets) * len(spec.ports)
-	weight := uint16(100 / count) // #nosec G115 -- at most 100
+	all := len(spec.targets) * len(spec.ports)
+	weight := uint16(100 / all) // #nosec G115 -- at most 100
 	if weight == 0 {
 		weight = 1
 	}
+	count := min(all, maxRRs(minSRVRR))
 	recs := make([]dns.SRV, 0, count)
 	out := make([]dns.RR, count)
 	hdr := dns.RR_Header{Name: n.owner, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: n.ttl}
 	for _, t := range spec.targets {
 		for _, p := range spec.ports {
+			if len(recs) == count {
+				return out
+			}
 			recs = append(recs, dns.SRV{Hdr: hdr, Priority: 0, Weight: weight, Port: p, Target: t.owner})
 			out[len(recs)-1] = &recs[len(recs)-1]
 		}
@@ -464,10 +483,17 @@ func (n *Node) srvExtra() []dns.RR {
 	if count == 0 {
 		return nil
 	}
-	out := make([]dns.RR, 0, count)
+	limit := maxRRs(minARR)
+	out := make([]dns.RR, 0, min(count, limit))
 	for _, t := range n.srv.targets {
-		out = addrRRs(out, t.owner, t.addrs[:t.v4], t.ttl)
-		out = addrRRs(out, t.owner, t.addrs[t.v4:], t.ttl)
+		v4, v6 := t.addrs[:t.v4], t.addrs[t.v4:]
+		v4 = v4[:min(len(v4), limit-len(out))]
+		out = addrRRs(out, t.owner, v4, t.ttl)
+		v6 = v6[:min(len(v6), limit-len(out))]
+		out = addrRRs(out, t.owner, v6, t.ttl)
+		if len(out) == limit {
+			break
+		}
 	}
 	return out
 }

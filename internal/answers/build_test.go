@@ -282,6 +282,33 @@ func TestSRVNameTooLongSkipped(t *testing.T) {
 	assert.True(t, s.Lookup(0, "_"+long+"._tcp").Has(dns.TypeSRV))
 }
 
+// TestRecordsBounded: a reply holds at most dns.MaxMsgSize octets, so
+// Records never builds more records than that can carry (a bare-name SRV
+// of 2,000 endpoints and 50 ports is 100,000 records), and no reply larger
+// than any message is packed and kept.
+func TestRecordsBounded(t *testing.T) {
+	svc := &Service{Namespace: "demo", Name: "media", Type: Headless}
+	for i := range 50 {
+		svc.Ports = append(svc.Ports, Port{Name: fmt.Sprintf("rtp%d", i), Protocol: "udp", Port: uint16(10000 + i)})
+	}
+	var eps []Endpoint
+	for i := range 5000 {
+		eps = append(eps, ep(fmt.Sprintf("m-%d", i), yes, fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)))
+	}
+	s := Build(svc, []*Slice{{ClusterID: "east", Endpoints: eps}}, cfg)
+	require.NotNil(t, s)
+	top := s.Lookup(0, "")
+	ans, extra := top.Records(dns.TypeSRV)
+	assert.Len(t, ans, dns.MaxMsgSize/minSRVRR)
+	assert.Len(t, extra, dns.MaxMsgSize/minARR)
+	a, _ := top.Records(dns.TypeA)
+	assert.Len(t, a, dns.MaxMsgSize/minARR)
+	assert.Nil(t, top.Packed("media.demo.svc.clusterset.local.", dns.TypeSRV), "a reply no message can carry is not kept")
+	// A 50-port SRV name of 5,000 targets: also bounded.
+	srv, _ := s.Lookup(0, "_rtp0._udp").Records(dns.TypeSRV)
+	assert.Len(t, srv, dns.MaxMsgSize/minSRVRR)
+}
+
 // TestDedupAddrs: repeats go, first appearances stay in order, on both
 // sides of the pairwise/set threshold; a list without repeats is
 // returned as is.

@@ -102,17 +102,15 @@ func Pack(qname string, qtype uint16, answer, extra []dns.RR) *Packed {
 		Answer:   answer,
 	}
 	short, err := m.Pack()
-	if err != nil {
+	if err != nil || len(short) > dns.MaxMsgSize {
+		// No transport can carry it whole: the dns.Msg path truncates.
 		return nil
 	}
 	p := &Packed{Name: qname, Full: short}
 	if len(extra) > 0 {
 		m.Extra = extra
 		full, err := m.Pack()
-		if err != nil {
-			return nil
-		}
-		if len(full) > len(short) {
+		if err == nil && len(full) > len(short) && len(full) <= dns.MaxMsgSize {
 			p.Full, p.Short = full, short
 		}
 	}
