@@ -431,3 +431,50 @@ func TestClusterSetCIDRVIPs(t *testing.T) {
 		vipOf("shop", starved)
 	})
 }
+
+// An IPv4-only importing cluster (default --vip-mode=derived-service): a
+// dual-stack export gets an IPv4 VIP there (asking for both families would
+// be refused), and an IPv6-only export an import without a VIP whose Ready
+// condition says IPFamilyNotSupported, not a retried failing create.
+func TestDerivedServiceIPv4OnlyMember(t *testing.T) {
+	set := cluster.Start(t, cluster.Spec{Name: "east"}, cluster.Spec{Name: "west", IPv4Only: true})
+	cs := set.Clusters
+	east, west := cs[0], cs[1]
+	mkNamespace(t, "shop", cs...)
+	o := baseOptions(set.Kubeconfig, "east", "west")
+	o.VIPMode = importer.VIPModeDerived
+	o.Resync = 0
+	imp := startImporter(t, o)
+	mk := func(name string, fams []corev1.IPFamily, policy corev1.IPFamilyPolicy) {
+		_, err := east.Kube.CoreV1().Services("shop").Create(bg(), &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{tcpPort("http", 80)}, IPFamilies: fams, IPFamilyPolicy: &policy},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		mkExport(t, east, "shop", name)
+	}
+	mk("dual", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}, corev1.IPFamilyPolicyPreferDualStack)
+	mk("six", []corev1.IPFamily{corev1.IPv6Protocol}, corev1.IPFamilyPolicySingleStack)
+
+	got := importIPs(t, cs, "shop", "dual", func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+		want := map[string]int{"east": 2, "west": 1}[c.Name]
+		if len(si.Spec.IPs) != want || condition(si.Status.Conditions, "Ready") != "True/Ready" {
+			return fmt.Errorf("ips %v, Ready %s", si.Spec.IPs, condition(si.Status.Conditions, "Ready"))
+		}
+		return nil
+	})
+	assert.True(t, netip.MustParseAddr(got["west"][0]).Is4(), "west's VIP is IPv4: %v", got["west"])
+	importIPs(t, cs, "shop", "six", func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+		ready := condition(si.Status.Conditions, "Ready")
+		switch {
+		case c == east && (len(si.Spec.IPs) != 1 || !netip.MustParseAddr(si.Spec.IPs[0]).Is6() || ready != "True/Ready"):
+			return fmt.Errorf("ips %v, Ready %s", si.Spec.IPs, ready)
+		case c == west && (len(si.Spec.IPs) != 0 || ready != "False/IPFamilyNotSupported"):
+			return fmt.Errorf("ips %v, Ready %s", si.Spec.IPs, ready)
+		}
+		return nil
+	})
+	// Settled, not retrying (no resync here): no write, the refused
+	// derived-Service creates included, for 3 s.
+	imp.quiesce(t, 3*time.Second)
+}

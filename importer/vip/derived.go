@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base32"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -84,11 +85,39 @@ func derivedSpec(imp *mcsv1beta1.ServiceImport, name string) *corev1.Service {
 		svc.Spec.IPFamilies = slices.Clone(fams)
 		svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicySingleStack)
 	default:
-		// Dual-stack where the cluster can, single-stack where it cannot.
-		svc.Spec.IPFamilies = slices.Clone(fams)
+		// Dual-stack where the cluster can, single-stack where it cannot:
+		// only the primary family is asked for, and the API server adds
+		// the other where it has a range for it (asking for both fails on
+		// a single-stack cluster, PreferDualStack or not).
+		svc.Spec.IPFamilies = slices.Clone(fams[:1])
 		svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicyPreferDualStack)
 	}
 	return svc
+}
+
+// familyNotSupported is the Ready condition of an import whose primary IP
+// family the importing cluster has no Service range for.
+func familyNotSupported(fam corev1.IPFamily) *metav1.Condition {
+	return &metav1.Condition{
+		Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionFalse,
+		Reason:  string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported),
+		Message: "this cluster has no " + string(fam) + " Service range for the derived Service",
+	}
+}
+
+// familyNotConfigured reports whether err is the API server refusing an IP
+// family it has no Service range for.
+func familyNotConfigured(err error) bool {
+	var st apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &st) || st.Status().Details == nil {
+		return false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if strings.HasPrefix(c.Field, "spec.ipFamilies") && strings.Contains(c.Message, "not configured on this cluster") {
+			return true
+		}
+	}
+	return false
 }
 
 // derivedPorts turns the import's ports into Service ports. A Service with
@@ -150,6 +179,10 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 		switch {
 		case err == nil:
 			cur = created
+		case familyNotConfigured(err):
+			// Not an error to retry: the import is written without a
+			// VIP, and its Ready condition says why.
+			return Assignment{Ready: familyNotSupported(want.Spec.IPFamilies[0])}, nil
 		case apierrors.IsAlreadyExists(err):
 			if cur, err = api.Get(ctx, name, metav1.GetOptions{}); err != nil {
 				return Assignment{}, err
@@ -165,7 +198,9 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 		// A Service's primary family cannot change: replace the Service
 		// (the VIP changes with its family, as it must).
 		var err error
-		if cur, err = d.replace(ctx, m, want); err != nil {
+		if cur, err = d.replace(ctx, m, want); familyNotConfigured(err) {
+			return Assignment{Ready: familyNotSupported(want.Spec.IPFamilies[0])}, nil
+		} else if err != nil {
 			return Assignment{}, err
 		}
 	}

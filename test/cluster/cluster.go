@@ -55,6 +55,9 @@ type Spec struct {
 	// SkipMCSCRDs leaves the mcs-api CRDs out (for tests of clusters
 	// without MCS, or that install an older API themselves).
 	SkipMCSCRDs bool
+	// IPv4Only gives the cluster an IPv4 Service range only (clusters are
+	// dual-stack otherwise).
+	IPv4Only bool
 }
 
 // Cluster is one running member cluster.
@@ -219,11 +222,15 @@ func startOne(assets string, spec Spec, all []*apiextensionsCRD) (*Cluster, erro
 		CRDs:                  own,
 		ErrorIfCRDPathMissing: true,
 	}
+	serviceRanges := ServiceCIDRv4 + "," + ServiceCIDRv6
+	if spec.IPv4Only {
+		serviceRanges = ServiceCIDRv4
+	}
 	api := env.ControlPlane.GetAPIServer()
 	api.Configure().
 		Set("advertise-address", "127.0.0.1").
 		Set("endpoint-reconciler-type", "none").
-		Set("service-cluster-ip-range", ServiceCIDRv4+","+ServiceCIDRv6)
+		Set("service-cluster-ip-range", serviceRanges)
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop()
