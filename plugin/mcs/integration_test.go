@@ -260,7 +260,10 @@ func fixtures(t *testing.T, c *cluster.Cluster) {
 	createSlice(t, c, "demo", "db-badid", "db", "East_1", discoveryv1.AddressTypeIPv4, endpoint("db-8", nil, "10.1.0.8"))
 	createImport(t, c, "demo", "absent", mcsv1beta1.Headless, nil, true, port("http", tcp, 80))
 	createSlice(t, c, "demo", "absent-east", "absent", "east", discoveryv1.AddressTypeIPv4, endpoint("a-0", nil, "10.1.1.1"))
-	createImport(t, c, "demo", "bad", mcsv1beta1.ClusterSetIP, []string{"10.96.100.300"}, false, port("", tcp, 80))
+	// One bad ips entry beside a good one: the good one answers. A name
+	// that is not a DNS label (the API takes subdomains): rejected whole.
+	createImport(t, c, "demo", "bad", mcsv1beta1.ClusterSetIP, []string{"10.96.100.300", "10.96.100.30"}, false, port("", tcp, 80))
+	createImport(t, c, "demo", "dotted.name", mcsv1beta1.ClusterSetIP, []string{"10.96.100.31"}, false, port("", tcp, 80))
 	createImport(t, c, "demo", "empty", mcsv1beta1.Headless, nil, false, port("http", tcp, 80))
 	createImport(t, c, "other", "api", mcsv1beta1.ClusterSetIP, []string{"10.96.100.20"}, false, port("", tcp, 80))
 	var big []discoveryv1.Endpoint
@@ -278,7 +281,7 @@ func TestIntegration(t *testing.T) {
 		cluster.Spec{Name: "fork", SkipMCSCRDs: true},
 	)
 	mc := set.Get("main")
-	rejectedBefore := counter(t, kindServiceImport) + counter(t, kindEndpointSlice)
+	rejectedBefore := counter(t, kindServiceImport) + counter(t, kindEndpointSlice) + counter(t, kindImportEntry)
 	fixtures(t, mc)
 
 	srv := startCoreDNS(t, fmt.Sprintf(`.:0 {
@@ -398,9 +401,10 @@ func TestIntegration(t *testing.T) {
 	})
 
 	t.Run("malformed objects are skipped", func(t *testing.T) {
-		srv.eventually(t, "bad.demo.svc.clusterset.local", dns.TypeA, wantNX)
-		assert.GreaterOrEqual(t, counter(t, kindServiceImport)+counter(t, kindEndpointSlice)-rejectedBefore, 3.0,
-			"one bad import, two bad slices")
+		srv.eventually(t, "bad.demo.svc.clusterset.local", dns.TypeA, answer("bad.demo.svc.clusterset.local. A 10.96.100.30"))
+		srv.eventually(t, "dotted.name.demo.svc.clusterset.local", dns.TypeA, wantNX)
+		assert.GreaterOrEqual(t, counter(t, kindServiceImport)+counter(t, kindEndpointSlice)+counter(t, kindImportEntry)-rejectedBefore, 4.0,
+			"one bad import, one bad ips entry, two bad slices")
 	})
 
 	t.Run("truncation of 500 endpoints", func(t *testing.T) {
