@@ -368,6 +368,10 @@ func Run(ctx context.Context, o Options) error {
 	var ready atomic.Bool
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Before the wait (defers run last first): the metrics server's
+	// goroutines end with ctx, and Run can return on its own (leadership
+	// lost) while the caller's ctx lives on.
+	defer cancel()
 	addr := ""
 	if o.MetricsAddr != "" {
 		ln, err := net.Listen("tcp", o.MetricsAddr)

@@ -20,6 +20,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -379,6 +380,44 @@ func TestImporter(t *testing.T) {
 		ctx, cancel := context.WithTimeout(bg(), 2*time.Second)
 		defer cancel()
 		require.NoError(t, importer.Run(ctx, o))
+	})
+
+	// A leader whose Lease is taken over stops: Run returns (so that the
+	// process exits and is restarted), with the metrics server running.
+	t.Run("a leader that loses its Lease returns", func(t *testing.T) {
+		o := baseOptions(kubeconfig, contexts...)
+		o.Log = testLogger()
+		o.LeaderElect, o.LeaderElectName = true, "taken-over"
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 3*time.Second, 2*time.Second, 500*time.Millisecond
+		ready := make(chan string, 1)
+		o.OnReady = func(addr string) { ready <- addr }
+		done := make(chan error, 1)
+		go func() { done <- importer.Run(bg(), o) }()
+		select {
+		case <-ready: // leading: it only syncs and runs as the leader
+		case err := <-done:
+			t.Fatalf("Run returned before leading: %v", err)
+		case <-time.After(waitFor):
+			t.Fatal("never led")
+		}
+		leases := east.Kube.CoordinationV1().Leases("kube-system")
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			l, err := leases.Get(bg(), "taken-over", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			now := metav1.NewMicroTime(time.Now())
+			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = ptr.To("another-replica"), ptr.To[int32](3600), &now, &now
+			_, err = leases.Update(bg(), l, metav1.UpdateOptions{})
+			return err
+		}))
+		select {
+		case err := <-done:
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "lost leadership")
+		case <-time.After(waitFor):
+			t.Fatal("Run did not return after its Lease was taken over")
+		}
 	})
 
 	t.Run("no goroutine outlives Run", func(t *testing.T) {
