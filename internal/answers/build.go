@@ -526,11 +526,13 @@ func namedPorts(ports []Port) []portGroup {
 }
 
 // srvNamesFit keeps the groups whose SRV owner name
-// "_<port>._<proto>.<svcRel>.<zone>" fits RFC 1035's 255 octets in every
-// zone: a port name may have 63 characters (a DNS label, as Service port
-// names are), so a long port name with a long service, namespace and zone
-// can make one too long. Such a port keeps its place in the bare-name SRV
-// answer (its number needs no name); only its own SRV name is left out.
+// "_<port>._<proto>.<svcRel>.<zone>" is a valid DNS name in every zone: its
+// label "_<port>" at most 63 octets (a port name may have 63 characters, a
+// DNS label as Service port names are, and the underscore makes 64), the
+// whole name at most RFC 1035's 255 octets (a long port name with a long
+// service, namespace and zone can exceed it). Such a port keeps its place
+// in the bare-name SRV answer (its number needs no name); only its own SRV
+// name is left out.
 func srvNamesFit(groups []portGroup, svcRel string, zones []string) []portGroup {
 	longest := 0
 	for _, z := range zones {
@@ -539,8 +541,9 @@ func srvNamesFit(groups []portGroup, svcRel string, zones []string) []portGroup 
 		}
 	}
 	return slices.DeleteFunc(groups, func(g portGroup) bool {
+		label := len(g.rel) - len(g.proto) - 1 // "_<port>"
 		// Presentation with the trailing dot, plus one: the wire length.
-		return len(g.rel)+1+len(svcRel)+1+longest+1 > 255
+		return label > 63 || len(g.rel)+1+len(svcRel)+1+longest+1 > 255
 	})
 }
 

@@ -277,9 +277,15 @@ func TestSRVNameTooLongSkipped(t *testing.T) {
 		}
 		assert.Equal(t, []string{"80", "81"}, ports, "both ports in the bare-name answer")
 	}
-	// Under a short zone the long port name fits.
+	// Under a short zone a 62-character port name fits; a 63-character one
+	// never does (the label "_<port>" would have 64 octets).
 	s := Build(svc, nil, cfg)
-	assert.True(t, s.Lookup(0, "_"+long+"._tcp").Has(dns.TypeSRV))
+	assert.Nil(t, s.Lookup(0, "_"+long+"._tcp"))
+	svc.Ports[1].Name = long[:62]
+	s = Build(svc, nil, cfg)
+	require.True(t, s.Lookup(0, "_"+long[:62]+"._tcp").Has(dns.TypeSRV))
+	_, ok := dns.IsDomainName(s.Lookup(0, "_"+long[:62]+"._tcp").Owner())
+	assert.True(t, ok)
 }
 
 // TestRecordsBounded: a reply holds at most dns.MaxMsgSize octets, so

@@ -59,7 +59,7 @@ func TestImportFromUnstructured(t *testing.T) {
 		{"no type", imp(map[string]any{"ips": []any{"10.96.0.1"}}, nil), answers.Service{}, "type"},
 		{"bad type", imp(map[string]any{"type": "LoadBalancer"}, nil), answers.Service{}, "type"},
 		// One malformed ips or ports entry is left out; the rest answers
-		// (a bad port must not take the netip.MustParseAddr("10.96.0.1")'s A record with it).
+		// (a bad port must not take the VIP's A record with it).
 		{"bad ip", imp(map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.300", "10.96.0.1"}, "ports": []any{port("http", "TCP", 80)}}, nil),
 			answers.Service{Namespace: "demo", Name: "web", Type: answers.ClusterSetIP, IPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
 				Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}}}, "skip:not an IP"},
