@@ -457,9 +457,9 @@ func TestDerivedServiceIPv4OnlyMember(t *testing.T) {
 	mk("six", []corev1.IPFamily{corev1.IPv6Protocol}, corev1.IPFamilyPolicySingleStack)
 
 	got := importIPs(t, cs, "shop", "dual", func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
-		want := map[string]int{"east": 2, "west": 1}[c.Name]
-		if len(si.Spec.IPs) != want || condition(si.Status.Conditions, "Ready") != "True/Ready" {
-			return fmt.Errorf("ips %v, Ready %s", si.Spec.IPs, condition(si.Status.Conditions, "Ready"))
+		want := map[string][]corev1.IPFamily{"east": {corev1.IPv4Protocol, corev1.IPv6Protocol}, "west": {corev1.IPv4Protocol}}[c.Name]
+		if len(si.Spec.IPs) != len(want) || !slices.Equal(si.Spec.IPFamilies, want) || condition(si.Status.Conditions, "Ready") != "True/Ready" {
+			return fmt.Errorf("ips %v families %v, Ready %s", si.Spec.IPs, si.Spec.IPFamilies, condition(si.Status.Conditions, "Ready"))
 		}
 		return nil
 	})

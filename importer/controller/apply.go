@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,6 +78,11 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 			return cur != nil, false, fmt.Errorf("assigning VIP: %w", err)
 		}
 		desired.Spec.IPs = asg.IPs
+		// ipFamilies lists the families of the ips, in their order (a
+		// single-stack member gives a dual-stack export one VIP).
+		if fams := families(asg.IPs); len(fams) > 0 {
+			desired.Spec.IPFamilies = fams
+		}
 		if len(asg.Annotations) > 0 {
 			if desired.Annotations == nil {
 				desired.Annotations = map[string]string{}
@@ -332,4 +340,23 @@ func (c *Controller) applyExportStatus(ctx context.Context, v view, e *mcsv1beta
 		c.failed(m, "update ServiceExport status")
 	}
 	return err
+}
+
+// families are the IP families of ips, in order, each once.
+func families(ips []string) []corev1.IPFamily {
+	var out []corev1.IPFamily
+	for _, s := range ips {
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			continue
+		}
+		f := corev1.IPv4Protocol
+		if ip.Is6() && !ip.Is4In6() {
+			f = corev1.IPv6Protocol
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
