@@ -7,9 +7,11 @@ SHELL := /usr/bin/env bash
 
 K8S_VERSION ?= 1.37.2
 ROOT := $(abspath .)
-# Your own kube-apiserver and etcd: MCS_DNS_K8S_ASSETS (or envtest's
-# KUBEBUILDER_ASSETS) names their folder; `make tools` then builds nothing.
-export MCS_DNS_K8S_ASSETS ?= $(or $(KUBEBUILDER_ASSETS),$(ROOT)/.cache/k8s/$(K8S_VERSION))
+# Your own kube-apiserver and etcd: MCS_DNS_K8S_ASSETS names their folder;
+# `make tools` then builds nothing. (Not KUBEBUILDER_ASSETS, often a folder
+# other projects' tests run from: `make reap` stops every API server and
+# etcd started from this folder.)
+export MCS_DNS_K8S_ASSETS ?= $(ROOT)/.cache/k8s/$(K8S_VERSION)
 GO ?= go
 GOFLAGS_TEST ?= -race -timeout 40m
 

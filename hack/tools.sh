@@ -12,11 +12,16 @@ tools_module=$root/hack/tools/k8s
 
 log() { printf '==> %s\n' "$*" >&2; }
 
+# The version is read whole before grep looks at it: with pipefail, grep -q
+# quitting at the first match could SIGPIPE the binary mid-output, fail the
+# pipeline, and rebuild a binary that is there.
 have_apiserver() {
-	[ -x "$dest/kube-apiserver" ] && "$dest/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes v$K8S_VERSION"
+	local v
+	[ -x "$dest/kube-apiserver" ] && v=$("$dest/kube-apiserver" --version 2>/dev/null) && grep -qx "Kubernetes v$K8S_VERSION" <<<"$v"
 }
 have_etcd() {
-	[ -x "$dest/etcd" ] && "$dest/etcd" --version 2>/dev/null | grep -q '^etcd Version: 3\.7\.'
+	local v
+	[ -x "$dest/etcd" ] && v=$("$dest/etcd" --version 2>/dev/null) && grep -q '^etcd Version: 3\.7\.' <<<"$v"
 }
 
 build() { # build <package> <binary> [ldflags]
@@ -28,9 +33,15 @@ build() { # build <package> <binary> [ldflags]
 	mv "$dest/.$bin.tmp" "$dest/$bin"
 }
 
-if [ "$dest" != "$default_dest" ] && [ -x "$dest/kube-apiserver" ] && [ -x "$dest/etcd" ]; then
-	# A folder of the user's own (MCS_DNS_K8S_ASSETS or KUBEBUILDER_ASSETS):
-	# use what is there, never overwrite it.
+if [ "$dest" != "$default_dest" ]; then
+	# A folder of the user's own (MCS_DNS_K8S_ASSETS): use what is there,
+	# never build into it.
+	for bin in kube-apiserver etcd; do
+		if [ ! -x "$dest/$bin" ]; then
+			log "MCS_DNS_K8S_ASSETS=$dest has no executable $bin: put kube-apiserver and etcd there, or unset it to build them into $default_dest"
+			exit 1
+		fi
+	done
 	log "using your kube-apiserver ($("$dest/kube-apiserver" --version 2>/dev/null || echo '?')) and etcd ($("$dest/etcd" --version 2>/dev/null | head -1 || echo '?')) in $dest; the tests are written against v$K8S_VERSION and etcd 3.7"
 elif have_apiserver; then
 	log "kube-apiserver v$K8S_VERSION: present in $dest"
@@ -43,7 +54,7 @@ else
 	build k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$v"
 fi
 
-if [ "$dest" != "$default_dest" ] && [ -x "$dest/kube-apiserver" ] && [ -x "$dest/etcd" ]; then
+if [ "$dest" != "$default_dest" ]; then
 	:
 elif have_etcd; then
 	log "etcd v3.7: present in $dest"
