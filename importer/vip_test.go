@@ -455,6 +455,7 @@ func TestDerivedServiceIPv4OnlyMember(t *testing.T) {
 	}
 	mk("dual", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}, corev1.IPFamilyPolicyPreferDualStack)
 	mk("six", []corev1.IPFamily{corev1.IPv6Protocol}, corev1.IPFamilyPolicySingleStack)
+	mk("sixfour", []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}, corev1.IPFamilyPolicyPreferDualStack)
 
 	got := importIPs(t, cs, "shop", "dual", func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
 		want := map[string][]corev1.IPFamily{"east": {corev1.IPv4Protocol, corev1.IPv6Protocol}, "west": {corev1.IPv4Protocol}}[c.Name]
@@ -474,7 +475,37 @@ func TestDerivedServiceIPv4OnlyMember(t *testing.T) {
 		}
 		return nil
 	})
+	// IPv6 first, IPv4 too: west has no IPv6 range, so its derived
+	// Service is IPv4, and stays so (not replaced) across a restart.
+	sixfour := importIPs(t, cs, "shop", "sixfour", func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+		want := map[string][]corev1.IPFamily{"east": {corev1.IPv6Protocol, corev1.IPv4Protocol}, "west": {corev1.IPv4Protocol}}[c.Name]
+		if len(si.Spec.IPs) != len(want) || !slices.Equal(si.Spec.IPFamilies, want) || condition(si.Status.Conditions, "Ready") != "True/Ready" {
+			return fmt.Errorf("ips %v families %v, Ready %s", si.Spec.IPs, si.Spec.IPFamilies, condition(si.Status.Conditions, "Ready"))
+		}
+		return nil
+	})
 	// Settled, not retrying (no resync here): no write, the refused
 	// derived-Service creates included, for 3 s.
 	imp.quiesce(t, 3*time.Second)
+
+	// A change to the IPv6-only export passes its key again: the refused
+	// family is not asked for again (no create sent).
+	before := imp.writes(t)["west/Service/create"]
+	svc, err := east.Kube.CoreV1().Services("shop").Get(bg(), "six", metav1.GetOptions{})
+	require.NoError(t, err)
+	svc.Spec.Ports = append(svc.Spec.Ports, tcpPort("metrics", 9090))
+	_, err = east.Kube.CoreV1().Services("shop").Update(bg(), svc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		si, err := getImport(west, "shop", "six")
+		return err == nil && len(si.Spec.Ports) == 2
+	}, waitFor, tick)
+	imp.quiesce(t, 2*time.Second)
+	assert.Equal(t, before, imp.writes(t)["west/Service/create"], "no create for a family west refused")
+
+	imp.stop()
+	imp = startImporter(t, o)
+	imp.quiesce(t, 3*time.Second)
+	again := importIPs(t, cs, "shop", "sixfour", func(*cluster.Cluster, *mcsv1beta1.ServiceImport) error { return nil })
+	assert.Equal(t, sixfour, again, "VIPs stable across a restart")
 }

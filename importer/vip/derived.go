@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +36,13 @@ func DerivedName(namespace, name string) string {
 // remote endpoints. The VIP is per cluster and lives as long as the Service.
 type Derived struct {
 	members map[string]*members.Member // by cluster ID
+	// refused: per cluster ID, the IP families its API server refused a
+	// derived Service for (no Service range), and when; not asked again
+	// for refusedFor, so that an import no VIP can be made for does not
+	// send a failing create on every pass.
+	refusedMu sync.Mutex
+	refused   map[string]map[corev1.IPFamily]time.Time
+	now       func() time.Time
 	// wrote, when set (ReportWrites), is told of every write sent, so that
 	// the controller's mcs_importer_writes_total counts Services too.
 	wrote func(m *members.Member, kind, verb, ns, name string)
@@ -54,7 +63,7 @@ func (d *Derived) report(m *members.Member, verb, ns, name string) {
 
 // NewDerived returns the derived-Service provider over the members.
 func NewDerived(ms []*members.Member) *Derived {
-	d := &Derived{members: map[string]*members.Member{}}
+	d := &Derived{members: map[string]*members.Member{}, refused: map[string]map[corev1.IPFamily]time.Time{}, now: time.Now}
 	for _, m := range ms {
 		d.members[m.ID] = m
 	}
@@ -95,14 +104,75 @@ func derivedSpec(imp *mcsv1beta1.ServiceImport, name string) *corev1.Service {
 	return svc
 }
 
-// familyNotSupported is the Ready condition of an import whose primary IP
-// family the importing cluster has no Service range for.
-func familyNotSupported(fam corev1.IPFamily) *metav1.Condition {
+// refusedFor is how long a family the API server refused is not asked
+// for again (a cluster rarely gains a Service range).
+const refusedFor = 10 * time.Minute
+
+// errNoFamily: the cluster has a Service range for none of the import's
+// IP families.
+var errNoFamily = errors.New("no Service range for any of the import's IP families")
+
+// familyNotSupported is the Ready condition of an import none of whose IP
+// families the importing cluster has a Service range for.
+func familyNotSupported(fams []corev1.IPFamily) *metav1.Condition {
+	names := make([]string, len(fams))
+	for i, f := range fams {
+		names[i] = string(f)
+	}
 	return &metav1.Condition{
 		Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionFalse,
 		Reason:  string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported),
-		Message: "this cluster has no " + string(fam) + " Service range for the derived Service",
+		Message: "this cluster has no Service range for " + strings.Join(names, " or ") + ": no derived Service, no VIP",
 	}
+}
+
+func (d *Derived) isRefused(clusterID string, f corev1.IPFamily) bool {
+	d.refusedMu.Lock()
+	defer d.refusedMu.Unlock()
+	t, ok := d.refused[clusterID][f]
+	return ok && d.now().Sub(t) < refusedFor
+}
+
+func (d *Derived) markRefused(clusterID string, f corev1.IPFamily) {
+	d.refusedMu.Lock()
+	defer d.refusedMu.Unlock()
+	if d.refused[clusterID] == nil {
+		d.refused[clusterID] = map[corev1.IPFamily]time.Time{}
+	}
+	d.refused[clusterID][f] = d.now()
+}
+
+// create creates want (which asks for the import's primary family, if
+// any). Where the cluster has no Service range for it and the import is
+// dual-stack, the other family becomes the derived Service's primary
+// (PreferDualStack then adds nothing). Families refused within refusedFor
+// are not asked for; errNoFamily when none is left.
+func (d *Derived) create(ctx context.Context, m *members.Member, want *corev1.Service, importFams []corev1.IPFamily) (*corev1.Service, error) {
+	api := m.Kube.CoreV1().Services(want.Namespace)
+	cands := want.Spec.IPFamilies
+	if len(importFams) == 2 {
+		cands = importFams
+	}
+	if len(cands) == 0 {
+		created, err := api.Create(ctx, want, metav1.CreateOptions{})
+		d.report(m, "create", want.Namespace, want.Name)
+		return created, err
+	}
+	for _, f := range cands {
+		if d.isRefused(m.ID, f) {
+			continue
+		}
+		try := want.DeepCopy()
+		try.Spec.IPFamilies = []corev1.IPFamily{f}
+		created, err := api.Create(ctx, try, metav1.CreateOptions{})
+		d.report(m, "create", want.Namespace, want.Name)
+		if familyNotConfigured(err) {
+			d.markRefused(m.ID, f)
+			continue
+		}
+		return created, err
+	}
+	return nil, errNoFamily
 }
 
 // familyNotConfigured reports whether err is the API server refusing an IP
@@ -173,16 +243,16 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 	if c := m.Caches(); c != nil {
 		cur = c.Service(desired.Namespace, name)
 	}
+	fams := desired.Spec.IPFamilies
 	if cur == nil {
-		created, err := api.Create(ctx, want, metav1.CreateOptions{})
-		d.report(m, "create", want.Namespace, want.Name)
+		created, err := d.create(ctx, m, want, fams)
 		switch {
 		case err == nil:
 			cur = created
-		case familyNotConfigured(err):
+		case errors.Is(err, errNoFamily):
 			// Not an error to retry: the import is written without a
 			// VIP, and its Ready condition says why.
-			return Assignment{Ready: familyNotSupported(want.Spec.IPFamilies[0])}, nil
+			return Assignment{Ready: familyNotSupported(fams)}, nil
 		case apierrors.IsAlreadyExists(err):
 			if cur, err = api.Get(ctx, name, metav1.GetOptions{}); err != nil {
 				return Assignment{}, err
@@ -194,12 +264,12 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 	if !OwnedService(cur) || cur.Labels[mcsapi.LabelDerivedFor] != desired.Name {
 		return Assignment{}, fmt.Errorf("Service %s/%s exists and is not mcs-importer's derived Service for %s", desired.Namespace, name, desired.Name)
 	}
-	if wrongFamily(want, cur) {
+	if wrongFamily(fams, cur) {
 		// A Service's primary family cannot change: replace the Service
 		// (the VIP changes with its family, as it must).
 		var err error
-		if cur, err = d.replace(ctx, m, want); familyNotConfigured(err) {
-			return Assignment{Ready: familyNotSupported(want.Spec.IPFamilies[0])}, nil
+		if cur, err = d.replace(ctx, m, want, fams); errors.Is(err, errNoFamily) {
+			return Assignment{Ready: familyNotSupported(fams)}, nil
 		} else if err != nil {
 			return Assignment{}, err
 		}
@@ -217,7 +287,9 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 				latest.Spec.IPFamilies = latest.Spec.IPFamilies[:min(1, len(latest.Spec.IPFamilies))]
 				latest.Spec.ClusterIPs = latest.Spec.ClusterIPs[:min(1, len(latest.Spec.ClusterIPs))]
 			} else {
-				latest.Spec.IPFamilies = slices.Clone(want.Spec.IPFamilies)
+				// The primary stays (it cannot change); the API server
+				// adds the other family where it has a range.
+				latest.Spec.IPFamilies = latest.Spec.IPFamilies[:min(1, len(latest.Spec.IPFamilies))]
 			}
 			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
 			d.report(m, "update", latest.Namespace, latest.Name)
@@ -268,17 +340,18 @@ func assignment(cur *corev1.Service, name string) Assignment {
 }
 
 // wrongFamily reports whether derived Service cur's primary IP family is
-// not the one want asks for.
-func wrongFamily(want, cur *corev1.Service) bool {
-	fams := want.Spec.IPFamilies
-	return len(fams) > 0 && len(cur.Spec.IPFamilies) > 0 && cur.Spec.IPFamilies[0] != fams[0]
+// none of the import's families fams: then the Service must be replaced.
+// A dual-stack import keeps a Service of either family (the cluster may
+// have a range for one only, and its VIP stays while the import lives).
+func wrongFamily(fams []corev1.IPFamily, cur *corev1.Service) bool {
+	return len(fams) > 0 && len(cur.Spec.IPFamilies) > 0 && !slices.Contains(fams, cur.Spec.IPFamilies[0])
 }
 
 // replace deletes the derived Service named want.Name (it has the wrong
 // primary family) and creates want in its place. It reads the Service
 // first: a cache that has not seen an earlier replacement yet must not
 // cause a second one.
-func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.Service) (*corev1.Service, error) {
+func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.Service, fams []corev1.IPFamily) (*corev1.Service, error) {
 	api := m.Kube.CoreV1().Services(want.Namespace)
 	live, err := api.Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
@@ -287,7 +360,7 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 		return nil, err
 	case !OwnedService(live):
 		return nil, fmt.Errorf("Service %s/%s exists and is not mcs-importer's derived Service", want.Namespace, want.Name)
-	case !wrongFamily(want, live):
+	case !wrongFamily(fams, live):
 		return live, nil
 	default:
 		err := api.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &live.UID}})
@@ -296,8 +369,7 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 			return nil, fmt.Errorf("replacing derived Service %s/%s (IP family): %w", want.Namespace, want.Name, err)
 		}
 	}
-	created, err := api.Create(ctx, want, metav1.CreateOptions{})
-	d.report(m, "create", want.Namespace, want.Name)
+	created, err := d.create(ctx, m, want, fams)
 	if err != nil {
 		return nil, fmt.Errorf("recreating derived Service %s/%s (IP family): %w", want.Namespace, want.Name, err)
 	}
