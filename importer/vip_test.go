@@ -186,6 +186,15 @@ func TestDerivedServiceVIPs(t *testing.T) {
 		require.NoError(t, err)
 		importIPs(t, cs, "shop", "fam", families(true, false))
 		imp.quiesce(t, 2*time.Second)
+		// Someone (or an admission policy) makes a derived Service
+		// RequireDualStack: left so, not rewritten on every pass.
+		d, err := north.Kube.CoreV1().Services("shop").Get(bg(), vip.DerivedName("shop", "fam"), metav1.GetOptions{})
+		require.NoError(t, err)
+		d.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicyRequireDualStack)
+		_, err = north.Kube.CoreV1().Services("shop").Update(bg(), d, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		imp.quiesce(t, 3*time.Second)
+		importIPs(t, cs, "shop", "fam", families(true, false))
 	})
 
 	t.Run("mirrored slices name their ports as the derived Service does", func(t *testing.T) {

@@ -274,23 +274,24 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			return Assignment{}, err
 		}
 	}
-	if want.Spec.IPFamilyPolicy != nil && !ptrEq(want.Spec.IPFamilyPolicy, cur.Spec.IPFamilyPolicy) {
+	if want.Spec.IPFamilyPolicy != nil && singleStack(want) != singleStack(cur) {
 		// Single-stack <-> dual-stack: the policy and the families may
-		// change in place (the primary VIP stays).
+		// change in place (the primary VIP stays). PreferDualStack and
+		// RequireDualStack count as one: a Service someone (or an
+		// admission policy) made RequireDualStack is left so, not
+		// rewritten on every pass.
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			latest, err := api.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			latest.Spec.IPFamilyPolicy = want.Spec.IPFamilyPolicy
-			if *want.Spec.IPFamilyPolicy == corev1.IPFamilyPolicySingleStack {
+			if singleStack(want) {
 				latest.Spec.IPFamilies = latest.Spec.IPFamilies[:min(1, len(latest.Spec.IPFamilies))]
 				latest.Spec.ClusterIPs = latest.Spec.ClusterIPs[:min(1, len(latest.Spec.ClusterIPs))]
-			} else {
-				// The primary stays (it cannot change); the API server
-				// adds the other family where it has a range.
-				latest.Spec.IPFamilies = latest.Spec.IPFamilies[:min(1, len(latest.Spec.IPFamilies))]
 			}
+			// Dual: the families stay as they are (the primary cannot
+			// change); the API server adds the other where it has a range.
 			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
 			d.report(m, "update", latest.Namespace, latest.Name)
 			return err
@@ -337,6 +338,12 @@ func assignment(cur *corev1.Service, name string) Assignment {
 		Annotations: map[string]string{mcsapi.AnnotationDerivedService: name},
 		SliceLabels: map[string]string{mcsapi.LabelKubeServiceName: name},
 	}
+}
+
+// singleStack reports whether svc's policy is SingleStack (unset counts
+// as SingleStack, the API server's default).
+func singleStack(svc *corev1.Service) bool {
+	return svc.Spec.IPFamilyPolicy == nil || *svc.Spec.IPFamilyPolicy == corev1.IPFamilyPolicySingleStack
 }
 
 // wrongFamily reports whether derived Service cur's primary IP family is
