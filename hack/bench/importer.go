@@ -294,6 +294,18 @@ func importerFloor(ctx context.Context, set *cluster.Set, names []string, imp *P
 	var writes atomic.Int64
 	var errMu sync.Mutex
 	var writeErr error
+	keep := func(err error) {
+		if err != nil {
+			errMu.Lock()
+			writeErr = errors.Join(writeErr, err)
+			errMu.Unlock()
+		}
+	}
+	// wrote counts one write and keeps its error, if any.
+	wrote := func(err error) {
+		writes.Add(1)
+		keep(err)
+	}
 	var wg sync.WaitGroup
 	for range floorWorkers {
 		wg.Go(func() {
@@ -302,30 +314,18 @@ func importerFloor(ctx context.Context, set *cluster.Set, names []string, imp *P
 					ClusterID: names[0], Export: a.se, Service: svcs[a.i], Slices: []*discoveryv1.EndpointSlice{slices[a.i]},
 				}}})
 				if out.Import == nil {
-					errMu.Lock()
-					writeErr = errors.Join(writeErr, fmt.Errorf("%s: no import computed", svcName(a.i)))
-					errMu.Unlock()
+					keep(fmt.Errorf("%s: no import computed", svcName(a.i)))
 					continue
 				}
 				for _, l := range loaders {
 					for _, s := range out.Slices {
 						_, err := l.Kube.DiscoveryV1().EndpointSlices(floorNS).Create(ctx, s, metav1.CreateOptions{})
-						writes.Add(1)
-						if err != nil {
-							errMu.Lock()
-							writeErr = errors.Join(writeErr, err)
-							errMu.Unlock()
-						}
+						wrote(err)
 					}
 					si := out.Import.DeepCopy()
 					si.Status = mcsv1beta1.ServiceImportStatus{}
 					_, err := l.MCS.MulticlusterV1beta1().ServiceImports(floorNS).Create(ctx, si, metav1.CreateOptions{})
-					writes.Add(1)
-					if err != nil {
-						errMu.Lock()
-						writeErr = errors.Join(writeErr, err)
-						errMu.Unlock()
-					}
+					wrote(err)
 				}
 			}
 		})
