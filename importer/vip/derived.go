@@ -42,7 +42,6 @@ type Derived struct {
 	// send a failing create on every pass.
 	refusedMu sync.Mutex
 	refused   map[string]map[corev1.IPFamily]time.Time
-	now       func() time.Time
 	// wrote, when set (ReportWrites), is told of every write sent, so that
 	// the controller's mcs_importer_writes_total counts Services too.
 	wrote func(m *members.Member, kind, verb, ns, name string)
@@ -63,7 +62,7 @@ func (d *Derived) report(m *members.Member, verb, ns, name string) {
 
 // NewDerived returns the derived-Service provider over the members.
 func NewDerived(ms []*members.Member) *Derived {
-	d := &Derived{members: map[string]*members.Member{}, refused: map[string]map[corev1.IPFamily]time.Time{}, now: time.Now}
+	d := &Derived{members: map[string]*members.Member{}, refused: map[string]map[corev1.IPFamily]time.Time{}}
 	for _, m := range ms {
 		d.members[m.ID] = m
 	}
@@ -130,7 +129,7 @@ func (d *Derived) isRefused(clusterID string, f corev1.IPFamily) bool {
 	d.refusedMu.Lock()
 	defer d.refusedMu.Unlock()
 	t, ok := d.refused[clusterID][f]
-	return ok && d.now().Sub(t) < refusedFor
+	return ok && time.Since(t) < refusedFor
 }
 
 func (d *Derived) markRefused(clusterID string, f corev1.IPFamily) {
@@ -139,7 +138,7 @@ func (d *Derived) markRefused(clusterID string, f corev1.IPFamily) {
 	if d.refused[clusterID] == nil {
 		d.refused[clusterID] = map[corev1.IPFamily]time.Time{}
 	}
-	d.refused[clusterID][f] = d.now()
+	d.refused[clusterID][f] = time.Now()
 }
 
 // create creates want (which asks for the import's primary family, if
