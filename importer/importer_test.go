@@ -874,18 +874,37 @@ func testForeign(t *testing.T, east, west, north *cluster.Cluster) {
 		Endpoints:   endpoints(ips(1, "10.5.9")),
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// In west, someone else's slice holds the name of the mirror of
+	// east's web-2: that mirror waits, the import and the rest are served.
+	heldName := aggregate.SliceName("web", "east-1", "web-2")
+	held, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: heldName},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   endpoints(ips(1, "10.5.8")),
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 
 	mkService(t, east, ns, "web", false, tcpPort("http", 80))
 	putSlice(t, east, ns, "web", "web-1", ips(1, "10.5.0")...)
+	putSlice(t, east, ns, "web", "web-2", ips(1, "10.5.1")...)
 	mkExport(t, east, ns, "web")
-	waitEndpoints(t, []*cluster.Cluster{east}, ns, "web", map[string][]string{"east-1": {"10.5.0.1"}})
+	waitEndpoints(t, []*cluster.Cluster{east}, ns, "web", map[string][]string{"east-1": {"10.5.0.1", "10.5.1.1"}})
 	waitEndpoints(t, []*cluster.Cluster{west}, ns, "web", map[string][]string{"east-1": {"10.5.0.1"}, "elsewhere": {"10.5.9.1"}})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		e, err := getExport(east, ns, "web")
 		if assert.NoError(c, err) {
 			assert.Equal(c, "False/Failed", condition(e.Status.Conditions, "Ready"))
 			if r := findCond(e.Status.Conditions, "Ready"); assert.NotNil(c, r) {
-				assert.Contains(c, r.Message, "north")
+				assert.Contains(c, r.Message, "north: ServiceImport "+ns+"/web")
+				assert.Contains(c, r.Message, "west: EndpointSlice "+ns+"/"+heldName)
+			}
+		}
+		si, err := getImport(west, ns, "web")
+		if assert.NoError(c, err) {
+			assert.Equal(c, mcsapi.ManagedByImporter, si.Labels[mcsapi.LabelManagedBy])
+			if r := findCond(si.Status.Conditions, "Ready"); assert.NotNil(c, r) {
+				assert.Equal(c, "False/Pending", string(r.Status)+"/"+r.Reason)
+				assert.Contains(c, r.Message, heldName)
 			}
 		}
 	}, waitFor, tick)
@@ -898,10 +917,24 @@ func testForeign(t *testing.T, east, west, north *cluster.Cluster) {
 	hm, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), "web-by-hand", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, handMade.ResourceVersion, hm.ResourceVersion, "their EndpointSlice is left alone")
+	hs, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), heldName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, held.ResourceVersion, hs.ResourceVersion, "the slice holding our mirror's name is left alone")
+
+	// The name is freed: the mirror follows (the key is retried, their
+	// slice's events are not ours), and west's import is Ready.
+	require.NoError(t, west.Kube.DiscoveryV1().EndpointSlices(ns).Delete(bg(), heldName, metav1.DeleteOptions{}))
+	waitEndpoints(t, []*cluster.Cluster{west}, ns, "web", map[string][]string{"east-1": {"10.5.0.1", "10.5.1.1"}, "elsewhere": {"10.5.9.1"}})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		si, err := getImport(west, ns, "web")
+		if assert.NoError(c, err) {
+			assert.Equal(c, "True/Ready", condition(si.Status.Conditions, "Ready"))
+		}
+	}, waitFor, tick)
 
 	// Their import goes: ours takes its place.
 	require.NoError(t, north.MCS.MulticlusterV1beta1().ServiceImports(ns).Delete(bg(), "web", metav1.DeleteOptions{}))
-	waitEndpoints(t, []*cluster.Cluster{north}, ns, "web", map[string][]string{"east-1": {"10.5.0.1"}})
+	waitEndpoints(t, []*cluster.Cluster{north}, ns, "web", map[string][]string{"east-1": {"10.5.0.1", "10.5.1.1"}})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		si, err := getImport(north, ns, "web")
 		if assert.NoError(c, err) {

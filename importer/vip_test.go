@@ -258,6 +258,60 @@ func TestDerivedServiceVIPs(t *testing.T) {
 		require.True(t, apierrors.IsNotFound(err), "derived Service for a headless import: %v", err)
 	})
 
+	t.Run("a Service not ours holding the derived name: the import is served without a VIP there", func(t *testing.T) {
+		held := vip.DerivedName("shop", "taken")
+		theirs, err := west.Kube.CoreV1().Services("shop").Create(bg(), &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: held},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{tcpPort("other", 81)}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		exportService(t, east, "shop", "taken")
+		putSlice(t, east, "shop", "taken", "taken-1", ips(1, "10.6.0")...)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			si, err := getImport(west, "shop", "taken")
+			if !assert.NoError(c, err) {
+				return
+			}
+			assert.Empty(c, si.Spec.IPs)
+			if r := findCond(si.Status.Conditions, "Ready"); assert.NotNil(c, r) {
+				assert.Equal(c, "False/Pending", string(r.Status)+"/"+r.Reason)
+				assert.Contains(c, r.Message, "Service shop/"+held)
+			}
+			eps, err := endpointsBySource(west, "shop", "taken")
+			assert.NoError(c, err)
+			assert.Equal(c, map[string][]string{"east": {"10.6.0.1"}}, eps, "the endpoints are mirrored")
+			e, err := getExport(east, "shop", "taken")
+			if assert.NoError(c, err) {
+				if r := findCond(e.Status.Conditions, "Ready"); assert.NotNil(c, r) {
+					assert.Equal(c, "False/Failed", string(r.Status)+"/"+r.Reason)
+					assert.Contains(c, r.Message, "west: Service shop/"+held)
+				}
+			}
+		}, waitFor, tick)
+		for _, c := range []*cluster.Cluster{east, north} {
+			si, err := getImport(c, "shop", "taken")
+			require.NoError(t, err)
+			require.Len(t, si.Spec.IPs, 1, "served with a VIP in %s", c.Name)
+		}
+		svc, err := west.Kube.CoreV1().Services("shop").Get(bg(), held, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, theirs.ResourceVersion, svc.ResourceVersion, "their Service is left alone")
+
+		// Their Service goes: ours takes the name, the import its VIP.
+		require.NoError(t, west.Kube.CoreV1().Services("shop").Delete(bg(), held, metav1.DeleteOptions{}))
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			si, err := getImport(west, "shop", "taken")
+			if assert.NoError(c, err) {
+				assert.Len(c, si.Spec.IPs, 1)
+				assert.Equal(c, "True/Ready", condition(si.Status.Conditions, "Ready"))
+			}
+			_, ready, _, err := exportConditions(east, "shop", "taken")
+			assert.NoError(c, err)
+			assert.Equal(c, "True/Exported", ready)
+		}, waitFor, tick)
+		rmExport(t, east, "shop", "taken")
+	})
+
 	t.Run("derived Services of no import of ours are deleted after a restart", func(t *testing.T) {
 		// While no importer runs: a derived Service is left behind with
 		// no export or import (a crash between deleting an import and its

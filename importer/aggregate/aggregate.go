@@ -465,9 +465,11 @@ func conflictCondition(valid bool, conflicts []string, winner string) metav1.Con
 }
 
 // ReadyCondition is an export's Ready condition. pending lists the
-// clusters where the import should exist but does not yet; blocked lists
-// the clusters where a ServiceImport of the same name not managed by
-// mcs-importer is in the way (mcs-importer leaves it alone).
+// clusters where the import should exist but does not yet; blocked lists,
+// one entry per cluster ("cluster: Kind ns/name, ..."), the objects not
+// managed by mcs-importer that hold names it needs (a ServiceImport of the
+// same name, a derived Service's or a mirrored slice's name): mcs-importer
+// leaves them alone, and the export is not fully served.
 func ReadyCondition(valid bool, pending, blocked []string) metav1.Condition {
 	c := metav1.Condition{Type: string(mcsv1beta1.ServiceExportConditionReady), Status: metav1.ConditionFalse}
 	switch {
@@ -475,8 +477,7 @@ func ReadyCondition(valid bool, pending, blocked []string) metav1.Condition {
 		c.Reason, c.Message = string(mcsv1beta1.ServiceExportReasonFailed), "not exported: the export is not valid (see the Valid condition)"
 	case len(blocked) > 0:
 		c.Reason = string(mcsv1beta1.ServiceExportReasonFailed)
-		c.Message = fmt.Sprintf("a ServiceImport of the same name that mcs-importer does not manage (no %s=%s label) exists in cluster(s) %s; it is left alone",
-			mcsapi.LabelManagedBy, mcsapi.ManagedByImporter, strings.Join(blocked, ", "))
+		c.Message = "objects mcs-importer does not manage hold names it needs, and are left alone: " + strings.Join(blocked, "; ")
 	case len(pending) > 0:
 		c.Reason = string(mcsv1beta1.ServiceExportReasonPending)
 		c.Message = "waiting for the ServiceImport in cluster(s) " + strings.Join(pending, ", ")

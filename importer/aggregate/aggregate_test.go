@@ -316,9 +316,9 @@ func TestReadyCondition(t *testing.T) {
 	assert.Equal(t, "Pending", c.Reason)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Contains(t, c.Message, "west, north")
-	c = ReadyCondition(true, []string{"west"}, []string{"north"})
+	c = ReadyCondition(true, []string{"west"}, []string{"north: ServiceImport ns/web", "east: EndpointSlice ns/web-x, Service ns/derived-y"})
 	assert.Equal(t, "Failed", c.Reason)
-	assert.Contains(t, c.Message, "north")
+	assert.Contains(t, c.Message, "north: ServiceImport ns/web; east: EndpointSlice ns/web-x, Service ns/derived-y")
 	c = ReadyCondition(false, nil, nil)
 	assert.Equal(t, "Failed", c.Reason)
 }

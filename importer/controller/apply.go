@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -29,18 +30,32 @@ const (
 
 // applyImport makes one importing member hold the desired import and
 // mirrored slices of ns/name (or none), and in a full pass the import's
-// status. It reports whether our import exists there afterwards and
-// whether a foreign one is in the way.
-func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, res *aggregate.Result, active bool, now metav1.Time, p pass) (present, foreign bool, err error) {
+// status. It reports whether our import exists there afterwards and the
+// objects mcs-importer does not manage that hold names it needs there
+// ("Kind namespace/name"): a ServiceImport keeps ours out; a derived
+// Service's or a mirrored slice's name taken leaves our import without
+// that VIP or those endpoints (and Ready=False), the rest is served.
+func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, res *aggregate.Result, active bool, now metav1.Time, p pass) (present bool, inTheWay []string, err error) {
 	m := v.m
 	cur := v.c.Import(ns, name)
 	if cur != nil && !members.Owned(cur) {
 		if res.Import != nil && active {
 			c.warnForeign(m, ns, name)
 		}
-		return false, true, c.yieldToForeign(ctx, v, ns, name)
+		return false, []string{importObject(ns, name)}, c.yieldToForeign(ctx, v, ns, name)
 	}
 	c.forgetForeign(m, ns, name)
+	// Names held by others (a derived Service's, a mirrored slice's) are
+	// reported on every return from here on, and as an error, so that
+	// the key is retried (with backoff) until they are free: their
+	// objects' events are not ours to watch.
+	var notOwned []*members.NotOwnedError
+	defer func() {
+		for _, no := range notOwned {
+			inTheWay = append(inTheWay, no.Object())
+			err = errors.Join(err, no)
+		}
+	}()
 
 	if res.Import == nil || !active {
 		// No import here: delete ours, then its slices.
@@ -67,15 +82,21 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 			}
 		}
 		errs = append(errs, c.applySlices(ctx, v, ns, name, nil, vip.Assignment{}))
-		return false, false, errors.Join(errs...)
+		return false, nil, errors.Join(errs...)
 	}
 
 	desired := res.Import.DeepCopy()
 	var asg vip.Assignment
 	if desired.Spec.Type == mcsv1beta1.ClusterSetIP {
 		if asg, err = c.vip.Assign(ctx, m.ID, desired); err != nil {
-			c.failed(m, "assign VIP")
-			return cur != nil, false, fmt.Errorf("assigning VIP: %w", err)
+			var no *members.NotOwnedError
+			if !errors.As(err, &no) {
+				c.failed(m, "assign VIP")
+				return cur != nil, nil, fmt.Errorf("assigning VIP: %w", err)
+			}
+			// The import is written without a VIP, and says why.
+			notOwned = append(notOwned, no)
+			asg = vip.Assignment{}
 		}
 		desired.Spec.IPs = asg.IPs
 		// ipFamilies lists the families of the ips, in their order (a
@@ -91,19 +112,36 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		}
 	} else if err := c.vip.Release(ctx, m.ID, ns, name); err != nil {
 		c.failed(m, "release VIP")
-		return cur != nil, false, fmt.Errorf("releasing VIP: %w", err)
-	}
-	ready := aggregate.ImportReadyCondition()
-	if asg.Ready != nil {
-		ready = *asg.Ready
+		return cur != nil, nil, fmt.Errorf("releasing VIP: %w", err)
 	}
 	// What this member's CRDs would drop is not asked for (or every pass
 	// would find the import out of date).
 	m.Schema.PruneImport(desired)
 
-	// Slices first, so that an import never shows up without its endpoints.
+	// Slices first, so that an import never shows up without its
+	// endpoints; but a slice whose name someone else holds does not keep
+	// the import (and every other cluster's endpoints) out.
 	if err := c.applySlices(ctx, v, ns, name, res.Slices, asg); err != nil {
-		return cur != nil, false, err
+		held, rest := splitNotOwned(err)
+		if rest != nil {
+			return cur != nil, nil, err
+		}
+		notOwned = append(notOwned, held...)
+	}
+	ready := aggregate.ImportReadyCondition()
+	if asg.Ready != nil {
+		ready = *asg.Ready
+	}
+	if len(notOwned) > 0 {
+		msgs := make([]string, len(notOwned))
+		for i, no := range notOwned {
+			msgs[i] = no.Error()
+		}
+		ready = metav1.Condition{
+			Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionFalse,
+			Reason:  string(mcsv1beta1.ServiceImportReasonPending),
+			Message: strings.Join(msgs, "; "),
+		}
 	}
 
 	if cur == nil {
@@ -118,15 +156,15 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		case apierrors.IsAlreadyExists(err):
 			// Our cache is behind: look at what is there.
 			if cur, err = m.GetImport(ctx, ns, name); err != nil {
-				return false, false, err
+				return false, nil, err
 			}
 			if !members.Owned(cur) {
 				c.warnForeign(m, ns, name)
-				return false, true, c.yieldToForeign(ctx, v, ns, name)
+				return false, []string{importObject(ns, name)}, c.yieldToForeign(ctx, v, ns, name)
 			}
 		default:
 			c.failed(m, "create ServiceImport")
-			return false, false, err
+			return false, nil, err
 		}
 	}
 
@@ -156,16 +194,16 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		})
 		if errors.Is(err, errForeign) {
 			c.warnForeign(m, ns, name)
-			return false, true, nil
+			return false, []string{importObject(ns, name)}, nil
 		}
 		if err != nil {
 			c.failed(m, "update ServiceImport")
-			return true, false, err
+			return true, nil, err
 		}
 	}
 
 	if p == passServe {
-		return true, false, nil
+		return true, nil, nil
 	}
 
 	// Status.
@@ -193,12 +231,39 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	})
 	if err != nil {
 		c.failed(m, "update ServiceImport status")
-		return true, false, err
+		return true, nil, err
 	}
-	return true, false, nil
+	return true, nil, nil
 }
 
 var errForeign = errors.New("object is not managed by mcs-importer")
+
+// importObject names a ServiceImport as NotOwnedError.Object does.
+func importObject(ns, name string) string {
+	return (&members.NotOwnedError{Kind: kindImport, Namespace: ns, Name: name}).Object()
+}
+
+// splitNotOwned splits err (joined errors included) into the names held by
+// objects we do not manage and the rest (nil when there is none).
+func splitNotOwned(err error) (held []*members.NotOwnedError, rest error) {
+	var others []error
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		if no := (*members.NotOwnedError)(nil); errors.As(e, &no) {
+			held = append(held, no)
+			return
+		}
+		others = append(others, e)
+	}
+	walk(err)
+	return held, errors.Join(others...)
+}
 
 // yieldToForeign removes what mcs-importer made for ns/name in a member
 // where a ServiceImport it does not own has the name: the mirrored slices
@@ -267,7 +332,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			}
 			if !members.Owned(live) {
 				c.failed(m, "create EndpointSlice")
-				errs = append(errs, fmt.Errorf("EndpointSlice %s/%s exists and is not managed by mcs-importer; leaving it alone", ns, d.Name))
+				errs = append(errs, &members.NotOwnedError{Kind: kindSlice, Namespace: ns, Name: d.Name})
 				continue
 			}
 			a = live
@@ -286,7 +351,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			if apierrors.IsConflict(err) {
 				if live, gerr := client.Get(ctx, d.Name, metav1.GetOptions{}); gerr == nil {
 					if !members.Owned(live) {
-						return errForeign
+						return &members.NotOwnedError{Kind: kindSlice, Namespace: ns, Name: d.Name}
 					}
 					a = live
 				}

@@ -494,22 +494,24 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 			continue
 		}
 		active := v.c.NamespaceActive(ns)
-		var present, foreign bool
+		var present bool
+		var inTheWay []string
 		if v.m.Importing {
 			var err error
-			present, foreign, err = c.applyImport(ctx, v, ns, name, &res, active, now, p)
+			present, inTheWay, err = c.applyImport(ctx, v, ns, name, &res, active, now, p)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cluster %s: %w", v.m.ID, err))
 			}
-		} else {
-			cur := v.c.Import(ns, name)
-			present = cur != nil && members.Owned(cur)
-			foreign = cur != nil && !members.Owned(cur)
+		} else if cur := v.c.Import(ns, name); cur != nil {
+			present = members.Owned(cur)
+			if !present {
+				inTheWay = []string{importObject(ns, name)}
+			}
 		}
 		switch {
 		case !active || res.Import == nil:
-		case foreign:
-			blocked = append(blocked, v.m.ID)
+		case len(inTheWay) > 0:
+			blocked = append(blocked, v.m.ID+": "+strings.Join(inTheWay, ", "))
 		case !present:
 			pending = append(pending, v.m.ID)
 		}

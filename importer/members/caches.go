@@ -332,6 +332,19 @@ func Owned(obj metav1.Object) bool {
 	return obj.GetLabels()[mcsapi.LabelManagedBy] == mcsapi.ManagedByImporter
 }
 
+// NotOwnedError says that an object holding a name mcs-importer needs is
+// not one it manages: it is left alone, and what needed the name waits.
+type NotOwnedError struct {
+	Kind, Namespace, Name string
+}
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("%s %s/%s exists and is not managed by mcs-importer; leaving it alone", e.Kind, e.Namespace, e.Name)
+}
+
+// Object names the object in the way: "Kind namespace/name".
+func (e *NotOwnedError) Object() string { return e.Kind + " " + e.Namespace + "/" + e.Name }
+
 // OwnedImports returns the ServiceImports mcs-importer made in this member.
 func (c *Caches) OwnedImports() []*mcsv1beta1.ServiceImport {
 	var out []*mcsv1beta1.ServiceImport

@@ -261,7 +261,9 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 		}
 	}
 	if !OwnedService(cur) || cur.Labels[mcsapi.LabelDerivedFor] != desired.Name {
-		return Assignment{}, fmt.Errorf("Service %s/%s exists and is not mcs-importer's derived Service for %s", desired.Namespace, name, desired.Name)
+		// Someone else's Service (or, after a 50-bit hash collision, the
+		// derived Service of another import) has the name.
+		return Assignment{}, &members.NotOwnedError{Kind: "Service", Namespace: desired.Namespace, Name: name}
 	}
 	if wrongFamily(fams, cur) {
 		// A Service's primary family cannot change: replace the Service
@@ -365,7 +367,7 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 	case err != nil:
 		return nil, err
 	case !OwnedService(live):
-		return nil, fmt.Errorf("Service %s/%s exists and is not mcs-importer's derived Service", want.Namespace, want.Name)
+		return nil, &members.NotOwnedError{Kind: "Service", Namespace: want.Namespace, Name: want.Name}
 	case !wrongFamily(fams, live):
 		return live, nil
 	default:
