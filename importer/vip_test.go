@@ -442,12 +442,13 @@ func TestClusterSetCIDRVIPs(t *testing.T) {
 		rmExport(t, east, "shop", "shared")
 	})
 
+	var racers []*running
 	t.Run("racing importers, one per cluster, converge without sharing a VIP", func(t *testing.T) {
 		imp.stop()
 		for _, c := range cs {
 			ro := o
 			ro.ImportInto = []string{c.Name}
-			startImporter(top, ro)
+			racers = append(racers, startImporter(top, ro))
 		}
 		for _, n := range []string{"r1", "r2"} {
 			exportService(t, east, "shop", n, annotate("true"))
@@ -492,6 +493,28 @@ func TestClusterSetCIDRVIPs(t *testing.T) {
 		// Unexporting one frees its address for the starved import.
 		rmExport(t, east, "shop", "r1")
 		vipOf("shop", starved)
+	})
+
+	t.Run("a freed address goes to the waiting import at once, not at the next resync", func(t *testing.T) {
+		for _, r := range racers {
+			r.stop()
+		}
+		lo := o
+		lo.Resync = time.Hour
+		imp = startImporter(top, lo)
+		// a, mixed, r2, x1, x2, x3 hold all six addresses.
+		exportService(t, east, "shop", "late", annotate("true"))
+		require.Eventually(t, func() bool {
+			si, err := getImport(east, "shop", "late")
+			if err != nil {
+				return false
+			}
+			c := meta.FindStatusCondition(si.Status.Conditions, "Ready")
+			return len(si.Spec.IPs) == 0 && c != nil && c.Reason == vip.ReasonClusterSetIPExhausted
+		}, waitFor, tick)
+		imp.quiesce(t, 3*time.Second) // nothing of late's left to do
+		rmExport(t, east, "shop", "r2")
+		vipOf("shop", "late")
 	})
 }
 

@@ -264,6 +264,16 @@ func (c *Controller) Notify(ev members.Event) {
 	default:
 		c.addServe(key(ev.Namespace, ev.Name))
 	}
+	if ev.FreedClusterSetIP {
+		// Imports the pool had no address for try again (the caches
+		// show the address free: informers update them before handlers
+		// run), the longest waiting first.
+		if w, ok := c.vip.(vip.Waiter); ok {
+			for _, k := range w.Waiting() {
+				c.addServe(k)
+			}
+		}
+	}
 }
 
 // OnChange handles a member's state change: every key is reconciled again

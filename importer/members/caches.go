@@ -42,6 +42,10 @@ type Event struct {
 	Kind      Kind
 	Namespace string
 	Name      string
+	// FreedClusterSetIP: a ServiceImport that recorded a clusterset-CIDR
+	// VIP (mcs-dns.io/clusterset-ip) was deleted or no longer records it,
+	// so an import waiting for an address may get one now.
+	FreedClusterSetIP bool
 }
 
 // indexService indexes slices by "<namespace>/<service>".
@@ -181,15 +185,23 @@ func (c *Caches) stop() {
 }
 
 func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandler {
-	emit := func(obj any) {
+	// emit notifies of obj; gone is what it no longer holds (the object
+	// deleted, or before an update), nil for an add.
+	emit := func(obj, gone any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
+			obj, gone = t.Obj, t.Obj
 		}
 		a, err := meta.Accessor(obj)
 		if err != nil {
 			return
 		}
 		ev := Event{Member: m, Kind: kind, Namespace: a.GetNamespace(), Name: a.GetName()}
+		if kind == KindImport && gone != nil {
+			if g, err := meta.Accessor(gone); err == nil {
+				had := g.GetAnnotations()[mcsapi.AnnotationClusterSetIP]
+				ev.FreedClusterSetIP = had != "" && (gone == obj || had != a.GetAnnotations()[mcsapi.AnnotationClusterSetIP])
+			}
+		}
 		switch kind {
 		case KindNamespace:
 			ev.Namespace, ev.Name = a.GetName(), ""
@@ -210,7 +222,7 @@ func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandle
 		notify(ev)
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: emit,
+		AddFunc: func(obj any) { emit(obj, nil) },
 		UpdateFunc: func(old, new any) {
 			if o, err := meta.Accessor(old); err == nil {
 				if n, err := meta.Accessor(new); err == nil && o.GetResourceVersion() == n.GetResourceVersion() {
@@ -219,11 +231,11 @@ func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandle
 			}
 			// A slice whose service label changed belongs to two keys.
 			if kind == KindSourceSlice || kind == KindMirroredSlice {
-				emit(old)
+				emit(old, nil)
 			}
-			emit(new)
+			emit(new, old)
 		},
-		DeleteFunc: emit,
+		DeleteFunc: func(obj any) { emit(obj, obj) },
 	}
 }
 

@@ -3,7 +3,9 @@ package vip
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,11 +44,15 @@ type CIDR struct {
 	// decided is when Assign last made (or repeated) each pending
 	// decision; Claim.Since is when it was first made (its priority).
 	decided map[string]time.Time
+	// starved: the imports the pool had no address for on their last
+	// Assign, and since when (Waiting hands them out, oldest first, when
+	// an address may have been freed).
+	starved map[string]time.Time
 }
 
 // NewCIDR returns the clusterset-CIDR provider.
 func NewCIDR(pool *Pool, ms []*members.Member) *CIDR {
-	return &CIDR{pool: pool, members: ms, now: time.Now, pending: map[string]Claim{}, decided: map[string]time.Time{}}
+	return &CIDR{pool: pool, members: ms, now: time.Now, pending: map[string]Claim{}, decided: map[string]time.Time{}, starved: map[string]time.Time{}}
 }
 
 // claims reads every VIP claim in the clusterset's caches, and prunes the
@@ -115,14 +121,26 @@ func parseIPs(s string) []netip.Addr {
 
 // Assign implements Provider.
 func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceImport) (Assignment, error) {
+	key := desired.Namespace + "/" + desired.Name
 	if desired.Annotations[mcsapi.AnnotationUseClusterSetIP] != "true" {
+		c.mu.Lock()
+		delete(c.starved, key)
+		c.mu.Unlock()
 		return Assignment{}, nil // not opted in: no VIP, DNS answers NODATA
 	}
-	key := desired.Namespace + "/" + desired.Name
 	ips, missing, err := c.pool.Choose(key, desired.Spec.IPFamilies, c.claims())
 	if err != nil && !errors.Is(err, ErrExhausted) {
 		return Assignment{}, err
 	}
+	c.mu.Lock()
+	if errors.Is(err, ErrExhausted) {
+		if _, ok := c.starved[key]; !ok {
+			c.starved[key] = c.now()
+		}
+	} else {
+		delete(c.starved, key)
+	}
+	c.mu.Unlock()
 	var a Assignment
 	if len(ips) > 0 {
 		strs := make([]string, len(ips))
@@ -144,7 +162,10 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 			Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionFalse,
 			Reason: ReasonClusterSetIPExhausted, Message: err.Error(),
 		}
-	case len(missing) > 0:
+	case len(missing) > 0 && len(ips) == 0:
+		// None of the import's families has a range. (With one of two
+		// it is served, as a single-stack member serves a dual-stack
+		// derived Service.)
 		fams := make([]string, len(missing))
 		for i, f := range missing {
 			fams[i] = string(f)
@@ -171,12 +192,28 @@ func (c *CIDR) Release(_ context.Context, _, namespace, name string) error {
 		}
 	}
 	c.mu.Lock()
+	delete(c.starved, key)
 	if _, ok := c.pending[key]; ok && c.now().Sub(c.decided[key]) >= pendingHold {
 		delete(c.pending, key)
 		delete(c.decided, key)
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// Waiting implements Waiter: the imports the pool had no address for, the
+// longest waiting first.
+func (c *CIDR) Waiting() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := slices.Collect(maps.Keys(c.starved))
+	slices.SortFunc(keys, func(a, b string) int {
+		if d := c.starved[a].Compare(c.starved[b]); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return keys
 }
 
 func equalAddrs(a, b []netip.Addr) bool {
@@ -191,4 +228,7 @@ func equalAddrs(a, b []netip.Addr) bool {
 	return true
 }
 
-var _ Provider = (*CIDR)(nil)
+var (
+	_ Provider = (*CIDR)(nil)
+	_ Waiter   = (*CIDR)(nil)
+)

@@ -65,3 +65,54 @@ func TestCIDRPendingClaims(t *testing.T) {
 	}
 	assert.Less(t, now.Sub(c.pending["ns/c"].Since), pendingMaxAge, "made afresh once older than pendingMaxAge")
 }
+
+// TestCIDRWaiting: an import the pool has no address for is named by
+// Waiting (oldest first) until it gets one, opts out or goes; a dual-stack
+// import served in the one family the pool has is Ready, one served in
+// none says IPFamilyNotSupported.
+func TestCIDRWaiting(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := NewCIDR(mustPool(t, "10.250.0.0/30"), nil) // 2 usable addresses
+	c.now = func() time.Time { return now }
+	imp := func(name string, optIn bool, fams ...corev1.IPFamily) *mcsv1beta1.ServiceImport {
+		si := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPFamilies: fams}}
+		if optIn {
+			si.Annotations = map[string]string{mcsapi.AnnotationUseClusterSetIP: "true"}
+		}
+		return si
+	}
+	v4 := corev1.IPv4Protocol
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		a, err := c.Assign(ctx, "east", imp(n, true, v4, corev1.IPv6Protocol))
+		require.NoError(t, err)
+		require.Len(t, a.IPs, 1)
+		assert.Nil(t, a.Ready, "served in IPv4, the pool's one family: Ready")
+	}
+	for _, n := range []string{"y", "x"} {
+		now = now.Add(time.Second)
+		a, err := c.Assign(ctx, "east", imp(n, true, v4))
+		require.NoError(t, err)
+		require.Empty(t, a.IPs)
+		require.Equal(t, ReasonClusterSetIPExhausted, a.Ready.Reason)
+	}
+	assert.Equal(t, []string{"ns/y", "ns/x"}, c.Waiting(), "oldest first")
+	now = now.Add(time.Second)
+	_, err := c.Assign(ctx, "east", imp("y", true, v4)) // still none: keeps its place
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ns/y", "ns/x"}, c.Waiting())
+
+	_, err = c.Assign(ctx, "east", imp("x", false, v4)) // opts out
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ns/y"}, c.Waiting())
+	require.NoError(t, c.Release(ctx, "east", "ns", "y")) // goes
+	assert.Empty(t, c.Waiting())
+
+	a, err := c.Assign(ctx, "east", imp("v6", true, corev1.IPv6Protocol))
+	require.NoError(t, err)
+	assert.Empty(t, a.IPs)
+	require.NotNil(t, a.Ready)
+	assert.Equal(t, string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported), a.Ready.Reason)
+	assert.Empty(t, c.Waiting(), "no range for its family is not waiting for an address")
+}

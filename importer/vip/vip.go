@@ -48,6 +48,13 @@ type Provider interface {
 	Release(ctx context.Context, clusterID, namespace, name string) error
 }
 
+// Waiter is a Provider that can run out: it names the imports waiting for
+// a VIP, to be reconciled again when one may have been freed (an import
+// whose VIP was recorded deleted, or no longer holding it).
+type Waiter interface {
+	Waiting() []string
+}
+
 // None assigns nothing: ClusterSetIP imports carry no ips.
 type None struct{}
 
