@@ -360,7 +360,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	ctrl := controller.New(controller.Options{Members: ms, VIP: provider, Log: log, Registerer: reg, ClusterSetIPDefault: csDefault})
+	var leftovers vip.Provider
+	if o.VIPMode != VIPModeDerived {
+		// Derived Services an earlier --vip-mode=derived-service made.
+		leftovers = vip.NewDerived(ms)
+	}
+	ctrl := controller.New(controller.Options{Members: ms, VIP: provider, Leftovers: leftovers, Log: log, Registerer: reg, ClusterSetIPDefault: csDefault})
 	// Its queue runs goroutines from here on, whether or not Run is
 	// reached (caches that never sync, leadership never won).
 	defer ctrl.ShutDown()

@@ -346,6 +346,38 @@ func TestDerivedServiceVIPs(t *testing.T) {
 		require.NoError(t, west.MCS.MulticlusterV1beta1().ServiceImports("shop").Delete(bg(), "dual", metav1.DeleteOptions{}))
 	})
 
+	t.Run("switched to another --vip-mode: the derived Services go", func(t *testing.T) {
+		exportService(t, east, "shop", "switch")
+		dn := vip.DerivedName("shop", "switch")
+		importIPs(t, cs, "shop", "switch", func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+			if len(si.Spec.IPs) == 0 {
+				return fmt.Errorf("no VIP yet")
+			}
+			return nil
+		})
+		imp.stop()
+		no := o
+		no.VIPMode = importer.VIPModeNone
+		imp = startImporter(top, no)
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			for _, c := range cs {
+				_, err := c.Kube.CoreV1().Services("shop").Get(bg(), dn, metav1.GetOptions{})
+				assert.True(ct, apierrors.IsNotFound(err), "derived Service in %s: %v", c.Name, err)
+				si, err := getImport(c, "shop", "switch")
+				if assert.NoError(ct, err) {
+					assert.Empty(ct, si.Spec.IPs, "in %s", c.Name)
+				}
+				ss, err := mirrored(c, "shop", "switch")
+				if assert.NoError(ct, err) && assert.Len(ct, ss, 1) {
+					assert.NotContains(ct, ss[0].Labels, mcsapi.LabelKubeServiceName, "in %s", c.Name)
+				}
+			}
+		}, waitFor, tick)
+		imp.stop()
+		imp = startImporter(top, o)
+		rmExport(t, east, "shop", "switch")
+	})
+
 	t.Run("unexport deletes the derived Services", func(t *testing.T) {
 		rmExport(t, east, "shop", "web")
 		require.Eventually(t, func() bool {

@@ -61,7 +61,12 @@ import (
 type Options struct {
 	Members []*members.Member
 	VIP     vip.Provider
-	Log     *slog.Logger
+	// Leftovers, when set, is released for every key in every importing
+	// member after its import is written: it removes what another
+	// --vip-mode left (derived Services, whose ClusterIPs kube-proxy
+	// would otherwise route for ever).
+	Leftovers vip.Provider
+	Log       *slog.Logger
 	// Registerer receives the metrics.
 	Registerer prometheus.Registerer
 	// Now stamps new conditions (time.Now when nil).
@@ -73,10 +78,11 @@ type Options struct {
 
 // Controller reconciles imports across the member clusters.
 type Controller struct {
-	members []*members.Member
-	vip     vip.Provider
-	log     *slog.Logger
-	queue   priorityqueue.PriorityQueue[item]
+	members   []*members.Member
+	vip       vip.Provider
+	leftovers vip.Provider
+	log       *slog.Logger
+	queue     priorityqueue.PriorityQueue[item]
 	// queueStop makes ShutDown safe to call twice (the queue's is not).
 	queueStop sync.Once
 	metrics   *Metrics
@@ -105,11 +111,12 @@ type Controller struct {
 // New returns a controller; call Notify/OnChange from the members and Run.
 func New(o Options) *Controller {
 	c := &Controller{
-		members: o.Members,
-		vip:     o.VIP,
-		log:     o.Log,
-		now:     o.Now,
-		warned:  map[string]bool{},
+		members:   o.Members,
+		vip:       o.VIP,
+		leftovers: o.Leftovers,
+		log:       o.Log,
+		now:       o.Now,
+		warned:    map[string]bool{},
 
 		fullSince: map[string]time.Time{},
 		busy:      map[string]map[item]int{},
@@ -146,8 +153,10 @@ func New(o Options) *Controller {
 	}
 	// A VIP provider that writes objects of its own (derived Services)
 	// reports them, so that mcs_importer_writes_total counts every write.
-	if r, ok := c.vip.(writeReporter); ok {
-		r.ReportWrites(c.wrote)
+	for _, p := range []vip.Provider{c.vip, c.leftovers} {
+		if r, ok := p.(writeReporter); ok {
+			r.ReportWrites(c.wrote)
+		}
 	}
 	return c
 }
@@ -511,6 +520,13 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 			present, inTheWay, err = c.applyImport(ctx, v, ns, name, &res, active, now, p)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cluster %s: %w", v.m.ID, err))
+			}
+			if c.leftovers != nil {
+				// Cheap when nothing is left over (a cache lookup).
+				if err := c.leftovers.Release(ctx, v.m.ID, ns, name); err != nil {
+					c.failed(v.m, "release leftover VIP")
+					errs = append(errs, fmt.Errorf("cluster %s: leftover of another --vip-mode: %w", v.m.ID, err))
+				}
 			}
 		} else if cur := v.c.Import(ns, name); cur != nil {
 			present = members.Owned(cur)
