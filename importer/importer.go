@@ -361,7 +361,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	var leftovers vip.Provider
-	if o.VIPMode != VIPModeDerived {
+	if o.VIP == nil && o.VIPMode != VIPModeDerived {
 		// Derived Services an earlier --vip-mode=derived-service made.
 		leftovers = vip.NewDerived(ms)
 	}

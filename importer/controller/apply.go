@@ -80,9 +80,10 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 				c.failed(m, "release VIP")
 				errs = append(errs, fmt.Errorf("releasing VIP: %w", err))
 			}
+			errs = append(errs, c.releaseLeftovers(ctx, m, ns, name))
 		}
-		errs = append(errs, c.applySlices(ctx, v, ns, name, nil, vip.Assignment{}))
-		return false, nil, errors.Join(errs...)
+		_, err := c.applySlices(ctx, v, ns, name, nil, vip.Assignment{})
+		return false, nil, errors.Join(append(errs, err)...)
 	}
 
 	desired := res.Import.DeepCopy()
@@ -118,15 +119,13 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	// would find the import out of date).
 	m.Schema.PruneImport(desired)
 
-	// Slices first, so that an import never shows up without its
-	// endpoints; but a slice whose name someone else holds does not keep
-	// the import (and every other cluster's endpoints) out.
-	if err := c.applySlices(ctx, v, ns, name, res.Slices, asg); err != nil {
-		held, rest := splitNotOwned(err)
-		if rest != nil {
-			return cur != nil, nil, err
-		}
-		notOwned = append(notOwned, held...)
+	// Slices first, so that an import never shows up without the
+	// endpoints it can have; a slice whose name someone else holds does
+	// not keep the import (and every other cluster's endpoints) out.
+	held, err := c.applySlices(ctx, v, ns, name, res.Slices, asg)
+	notOwned = append(notOwned, held...)
+	if err != nil {
+		return cur != nil, nil, err
 	}
 	ready := aggregate.ImportReadyCondition()
 	if asg.Ready != nil {
@@ -160,6 +159,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 			}
 			if !members.Owned(cur) {
 				c.warnForeign(m, ns, name)
+				notOwned = nil // their import is all that is in the way
 				return false, []string{importObject(ns, name)}, c.yieldToForeign(ctx, v, ns, name)
 			}
 		default:
@@ -194,12 +194,18 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		})
 		if errors.Is(err, errForeign) {
 			c.warnForeign(m, ns, name)
+			notOwned = nil // their import is all that is in the way
 			return false, []string{importObject(ns, name)}, nil
 		}
 		if err != nil {
 			c.failed(m, "update ServiceImport")
 			return true, nil, err
 		}
+	}
+
+	// The import names no VIP another --vip-mode made any more.
+	if err := c.releaseLeftovers(ctx, m, ns, name); err != nil {
+		return true, nil, err
 	}
 
 	if p == passServe {
@@ -243,28 +249,6 @@ func importObject(ns, name string) string {
 	return (&members.NotOwnedError{Kind: kindImport, Namespace: ns, Name: name}).Object()
 }
 
-// splitNotOwned splits err (joined errors included) into the names held by
-// objects we do not manage and the rest (nil when there is none).
-func splitNotOwned(err error) (held []*members.NotOwnedError, rest error) {
-	var others []error
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				walk(e)
-			}
-			return
-		}
-		if no := (*members.NotOwnedError)(nil); errors.As(e, &no) {
-			held = append(held, no)
-			return
-		}
-		others = append(others, e)
-	}
-	walk(err)
-	return held, errors.Join(others...)
-}
-
 // yieldToForeign removes what mcs-importer made for ns/name in a member
 // where a ServiceImport it does not own has the name: the mirrored slices
 // and the VIP (a derived Service would serve no import of ours).
@@ -274,15 +258,31 @@ func (c *Controller) yieldToForeign(ctx context.Context, v view, ns, name string
 		c.failed(v.m, "release VIP")
 		errs = append(errs, fmt.Errorf("releasing VIP: %w", err))
 	}
-	errs = append(errs, c.applySlices(ctx, v, ns, name, nil, vip.Assignment{}))
-	return errors.Join(errs...)
+	errs = append(errs, c.releaseLeftovers(ctx, v.m, ns, name))
+	_, err := c.applySlices(ctx, v, ns, name, nil, vip.Assignment{})
+	return errors.Join(append(errs, err)...)
+}
+
+// releaseLeftovers deletes what another --vip-mode made for ns/name in m
+// (c.leftovers; a cache lookup when there is nothing).
+func (c *Controller) releaseLeftovers(ctx context.Context, m *members.Member, ns, name string) error {
+	if c.leftovers == nil {
+		return nil
+	}
+	if err := c.leftovers.Release(ctx, m.ID, ns, name); err != nil {
+		c.failed(m, "release leftover VIP")
+		return fmt.Errorf("deleting what another --vip-mode made: %w", err)
+	}
+	return nil
 }
 
 // applySlices makes the member's mirrored slices of ns/name exactly
 // desired (plus the VIP assignment's labels and port names): create what
 // is missing, update what differs, delete what is ours and no longer
-// wanted.
-func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, desired []*discoveryv1.EndpointSlice, asg vip.Assignment) error {
+// wanted. It returns the desired slices whose names objects we do not
+// manage hold (left alone, and looked up before the next create, which
+// would fail and count as a write), apart from the errors.
+func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, desired []*discoveryv1.EndpointSlice, asg vip.Assignment) (held []*members.NotOwnedError, _ error) {
 	m := v.m
 	client := m.Kube.DiscoveryV1().EndpointSlices(ns)
 	actual := map[string]*discoveryv1.EndpointSlice{}
@@ -313,6 +313,27 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			}
 			a = nil
 		}
+		heldKey := m.ID + "/" + ns + "/" + d.Name
+		if a == nil && c.heldNames.Has(heldKey) {
+			// Someone else's last time: look before writing.
+			live, err := client.Get(ctx, d.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				c.heldNames.Delete(heldKey) // free now: created below
+			case err != nil:
+				errs = append(errs, err)
+				continue
+			case !members.Owned(live):
+				held = append(held, &members.NotOwnedError{Kind: kindSlice, Namespace: ns, Name: d.Name})
+				continue
+			default:
+				c.heldNames.Delete(heldKey)
+				a = live
+				if aggregate.SliceUpToDate(d, a) {
+					continue
+				}
+			}
+		}
 		if a == nil {
 			_, err := client.Create(ctx, d, metav1.CreateOptions{})
 			c.wrote(m, kindSlice, "create", ns, d.Name)
@@ -331,8 +352,8 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 				continue
 			}
 			if !members.Owned(live) {
-				c.failed(m, "create EndpointSlice")
-				errs = append(errs, &members.NotOwnedError{Kind: kindSlice, Namespace: ns, Name: d.Name})
+				c.heldNames.Insert(heldKey)
+				held = append(held, &members.NotOwnedError{Kind: kindSlice, Namespace: ns, Name: d.Name})
 				continue
 			}
 			a = live
@@ -351,14 +372,18 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			if apierrors.IsConflict(err) {
 				if live, gerr := client.Get(ctx, d.Name, metav1.GetOptions{}); gerr == nil {
 					if !members.Owned(live) {
-						return &members.NotOwnedError{Kind: kindSlice, Namespace: ns, Name: d.Name}
+						return errForeign
 					}
 					a = live
 				}
 			}
 			return err
 		})
-		if err != nil {
+		switch {
+		case errors.Is(err, errForeign):
+			c.heldNames.Insert(heldKey)
+			held = append(held, &members.NotOwnedError{Kind: kindSlice, Namespace: ns, Name: d.Name})
+		case err != nil:
 			c.failed(m, "update EndpointSlice")
 			errs = append(errs, err)
 		}
@@ -374,7 +399,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return held, errors.Join(errs...)
 }
 
 // applyExportStatus sets the export's conditions when they changed.

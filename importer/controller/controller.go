@@ -32,7 +32,10 @@
 // name that the importer does not own is left alone: the importer logs it,
 // writes no EndpointSlices for that import into that cluster (and removes
 // its own), and the exports get Ready=False with reason Failed naming the
-// cluster, until the foreign object is removed.
+// cluster, until the foreign object is removed. An object that holds the
+// name of a mirrored slice or of a derived Service keeps out only that
+// slice or VIP: the import is written with the rest and says what is
+// missing, and the key is retried until the name is free.
 package controller
 
 import (
@@ -61,10 +64,10 @@ import (
 type Options struct {
 	Members []*members.Member
 	VIP     vip.Provider
-	// Leftovers, when set, is released for every key in every importing
-	// member after its import is written: it removes what another
-	// --vip-mode left (derived Services, whose ClusterIPs kube-proxy
-	// would otherwise route for ever).
+	// Leftovers, when set, is released for a key in an importing member
+	// once its import there is written without them (or deleted): it
+	// removes what another --vip-mode left (derived Services, whose
+	// ClusterIPs kube-proxy would otherwise route for ever).
 	Leftovers vip.Provider
 	Log       *slog.Logger
 	// Registerer receives the metrics.
@@ -92,6 +95,10 @@ type Controller struct {
 
 	warnedMu sync.Mutex
 	warned   map[string]bool // "cluster/ns/name" of foreign imports already logged
+
+	// heldNames: "cluster/ns/name" of mirrored slices whose names objects
+	// we do not manage held when last tried.
+	heldNames lockedSet
 
 	// fullSince: keys whose full pass is queued and has not run since,
 	// with when it was first queued (for fullPassMaxWait).
@@ -159,6 +166,34 @@ func New(o Options) *Controller {
 		}
 	}
 	return c
+}
+
+// lockedSet is a set of strings safe for concurrent use.
+type lockedSet struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+func (s *lockedSet) Has(k string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[k]
+	return ok
+}
+
+func (s *lockedSet) Insert(k string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]struct{}{}
+	}
+	s.m[k] = struct{}{}
+}
+
+func (s *lockedSet) Delete(k string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, k)
 }
 
 // writeReporter is a VIP provider that sends writes of its own.
@@ -274,9 +309,10 @@ func (c *Controller) Notify(ev members.Event) {
 		c.addServe(key(ev.Namespace, ev.Name))
 	}
 	if ev.FreedClusterSetIP {
-		// Imports the pool had no address for try again (the caches
-		// show the address free: informers update them before handlers
-		// run), the longest waiting first.
+		// Imports the pool had no address for try again, the longest
+		// waiting first. This member's cache shows the address free
+		// (informers update it before handlers run); until every
+		// member's does, the next member's event wakes them again.
 		if w, ok := c.vip.(vip.Waiter); ok {
 			for _, k := range w.Waiting() {
 				c.addServe(k)
@@ -521,13 +557,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cluster %s: %w", v.m.ID, err))
 			}
-			if c.leftovers != nil {
-				// Cheap when nothing is left over (a cache lookup).
-				if err := c.leftovers.Release(ctx, v.m.ID, ns, name); err != nil {
-					c.failed(v.m, "release leftover VIP")
-					errs = append(errs, fmt.Errorf("cluster %s: leftover of another --vip-mode: %w", v.m.ID, err))
-				}
-			}
+
 		} else if cur := v.c.Import(ns, name); cur != nil {
 			present = members.Owned(cur)
 			if !present {

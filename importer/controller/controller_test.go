@@ -301,25 +301,3 @@ func findCondition(conds []metav1.Condition, typ string) metav1.ConditionStatus 
 	}
 	return ""
 }
-
-// splitNotOwned finds the names held by others anywhere in a joined error
-// (applySlices joins one error per slice; retries wrap them) and keeps the
-// rest, which still stop the import from being written.
-func TestSplitNotOwned(t *testing.T) {
-	a := &members.NotOwnedError{Kind: "EndpointSlice", Namespace: "ns", Name: "a"}
-	b := &members.NotOwnedError{Kind: "Service", Namespace: "ns", Name: "b"}
-	other := errors.New("connection refused")
-
-	held, rest := splitNotOwned(errors.Join(a, fmt.Errorf("update: %w", b)))
-	assert.Equal(t, []*members.NotOwnedError{a, b}, held)
-	assert.NoError(t, rest)
-
-	held, rest = splitNotOwned(errors.Join(a, errors.Join(other)))
-	assert.Equal(t, []*members.NotOwnedError{a}, held)
-	assert.ErrorIs(t, rest, other)
-
-	held, rest = splitNotOwned(other)
-	assert.Empty(t, held)
-	assert.ErrorIs(t, rest, other)
-	assert.Equal(t, "EndpointSlice ns/a", a.Object())
-}

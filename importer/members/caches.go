@@ -185,23 +185,25 @@ func (c *Caches) stop() {
 }
 
 func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandler {
-	// emit notifies of obj; gone is what it no longer holds (the object
-	// deleted, or before an update), nil for an add.
-	emit := func(obj, gone any) {
+	// clusterSetIP is the VIP an import records ("" for other kinds).
+	clusterSetIP := func(obj any) string {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj, gone = t.Obj, t.Obj
+			obj = t.Obj
+		}
+		if a, err := meta.Accessor(obj); kind == KindImport && err == nil {
+			return a.GetAnnotations()[mcsapi.AnnotationClusterSetIP]
+		}
+		return ""
+	}
+	emit := func(obj any, freedClusterSetIP bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
 		}
 		a, err := meta.Accessor(obj)
 		if err != nil {
 			return
 		}
-		ev := Event{Member: m, Kind: kind, Namespace: a.GetNamespace(), Name: a.GetName()}
-		if kind == KindImport && gone != nil {
-			if g, err := meta.Accessor(gone); err == nil {
-				had := g.GetAnnotations()[mcsapi.AnnotationClusterSetIP]
-				ev.FreedClusterSetIP = had != "" && (gone == obj || had != a.GetAnnotations()[mcsapi.AnnotationClusterSetIP])
-			}
-		}
+		ev := Event{Member: m, Kind: kind, Namespace: a.GetNamespace(), Name: a.GetName(), FreedClusterSetIP: freedClusterSetIP}
 		switch kind {
 		case KindNamespace:
 			ev.Namespace, ev.Name = a.GetName(), ""
@@ -222,7 +224,7 @@ func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandle
 		notify(ev)
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { emit(obj, nil) },
+		AddFunc: func(obj any) { emit(obj, false) },
 		UpdateFunc: func(old, new any) {
 			if o, err := meta.Accessor(old); err == nil {
 				if n, err := meta.Accessor(new); err == nil && o.GetResourceVersion() == n.GetResourceVersion() {
@@ -231,11 +233,12 @@ func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandle
 			}
 			// A slice whose service label changed belongs to two keys.
 			if kind == KindSourceSlice || kind == KindMirroredSlice {
-				emit(old, nil)
+				emit(old, false)
 			}
-			emit(new, old)
+			had := clusterSetIP(old)
+			emit(new, had != "" && had != clusterSetIP(new))
 		},
-		DeleteFunc: func(obj any) { emit(obj, obj) },
+		DeleteFunc: func(obj any) { emit(obj, clusterSetIP(obj) != "") },
 	}
 }
 

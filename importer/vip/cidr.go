@@ -46,8 +46,13 @@ type CIDR struct {
 	decided map[string]time.Time
 	// starved: the imports the pool had no address for on their last
 	// Assign, and since when (Waiting hands them out, oldest first, when
-	// an address may have been freed).
-	starved map[string]time.Time
+	// an address may have been freed); assigning: the key being chosen
+	// for (under chooseMu), which Waiting names too.
+	starved   map[string]time.Time
+	assigning string
+	// chooseMu makes reading the claims, choosing and recording the
+	// decision one step.
+	chooseMu sync.Mutex
 }
 
 // NewCIDR returns the clusterset-CIDR provider.
@@ -128,11 +133,23 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 		c.mu.Unlock()
 		return Assignment{}, nil // not opted in: no VIP, DNS answers NODATA
 	}
+	// One choice at a time, from reading the claims to recording this
+	// one: two imports woken by the same freed address must not both
+	// take it.
+	c.chooseMu.Lock()
+	defer c.chooseMu.Unlock()
+	c.mu.Lock()
+	// Waiting names the key from here on: an address freed while it
+	// chooses wakes it again.
+	c.assigning = key
+	c.mu.Unlock()
 	ips, missing, err := c.pool.Choose(key, desired.Spec.IPFamilies, c.claims())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.assigning = ""
 	if err != nil && !errors.Is(err, ErrExhausted) {
 		return Assignment{}, err
 	}
-	c.mu.Lock()
 	if errors.Is(err, ErrExhausted) {
 		if _, ok := c.starved[key]; !ok {
 			c.starved[key] = c.now()
@@ -140,7 +157,6 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 	} else {
 		delete(c.starved, key)
 	}
-	c.mu.Unlock()
 	var a Assignment
 	if len(ips) > 0 {
 		strs := make([]string, len(ips))
@@ -149,12 +165,10 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 		}
 		a.IPs = strs
 		a.Annotations = map[string]string{mcsapi.AnnotationClusterSetIP: strings.Join(strs, ",")}
-		c.mu.Lock()
 		if p, ok := c.pending[key]; !ok || !equalAddrs(p.IPs, ips) {
 			c.pending[key] = Claim{Key: key, IPs: ips, Since: c.now()}
 		}
 		c.decided[key] = c.now()
-		c.mu.Unlock()
 	}
 	switch {
 	case err != nil:
@@ -180,8 +194,10 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 }
 
 // Release implements Provider. The VIP is released by the import's
-// deletion (its annotation goes with it); only a pending decision is
-// forgotten here, once it was last made pendingHold ago.
+// deletion (its annotation goes with it); once no member shows the import,
+// it stops waiting for an address and a pending decision is forgotten
+// (if last made pendingHold ago). (Release also comes for one member while
+// the import lives in others, where it may still wait.)
 func (c *CIDR) Release(_ context.Context, _, namespace, name string) error {
 	key := namespace + "/" + name
 	for _, m := range c.members {
@@ -202,7 +218,7 @@ func (c *CIDR) Release(_ context.Context, _, namespace, name string) error {
 }
 
 // Waiting implements Waiter: the imports the pool had no address for, the
-// longest waiting first.
+// longest waiting first, and the one being chosen for.
 func (c *CIDR) Waiting() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -213,6 +229,9 @@ func (c *CIDR) Waiting() []string {
 		}
 		return strings.Compare(a, b)
 	})
+	if _, ok := c.starved[c.assigning]; c.assigning != "" && !ok {
+		keys = append(keys, c.assigning)
+	}
 	return keys
 }
 

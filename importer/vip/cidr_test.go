@@ -2,6 +2,7 @@ package vip
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,4 +116,40 @@ func TestCIDRWaiting(t *testing.T) {
 	require.NotNil(t, a.Ready)
 	assert.Equal(t, string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported), a.Ready.Reason)
 	assert.Empty(t, c.Waiting(), "no range for its family is not waiting for an address")
+}
+
+// TestCIDRConcurrentAssign: two waiting imports tried at once when one
+// address is freed (the controller wakes every waiting import together)
+// never both get it.
+func TestCIDRConcurrentAssign(t *testing.T) {
+	ctx := context.Background()
+	imp := func(name string) *mcsv1beta1.ServiceImport {
+		return &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			Annotations: map[string]string{mcsapi.AnnotationUseClusterSetIP: "true"}},
+			Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}}}
+	}
+	for range 300 {
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		c := NewCIDR(mustPool(t, "10.250.0.0/30"), nil) // 2 usable addresses
+		c.now = func() time.Time { return now }
+		for _, n := range []string{"a", "b", "x", "y"} {
+			_, err := c.Assign(ctx, "east", imp(n))
+			require.NoError(t, err)
+		}
+		require.Equal(t, []string{"ns/x", "ns/y"}, c.Waiting())
+		now = now.Add(pendingHold)
+		require.NoError(t, c.Release(ctx, "east", "ns", "a")) // a's address is free
+		got := make([]Assignment, 2)
+		var wg sync.WaitGroup
+		for i, n := range []string{"x", "y"} {
+			wg.Go(func() {
+				a, err := c.Assign(ctx, "east", imp(n))
+				assert.NoError(t, err)
+				got[i] = a
+			})
+		}
+		wg.Wait()
+		require.Equal(t, 1, len(got[0].IPs)+len(got[1].IPs), "one of them gets the freed address: %v %v", got[0].IPs, got[1].IPs)
+		require.Len(t, c.Waiting(), 1)
+	}
 }

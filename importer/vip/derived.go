@@ -263,7 +263,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 	if !OwnedService(cur) || cur.Labels[mcsapi.LabelDerivedFor] != desired.Name {
 		// Someone else's Service (or, after a 50-bit hash collision, the
 		// derived Service of another import) has the name.
-		return Assignment{}, &members.NotOwnedError{Kind: "Service", Namespace: desired.Namespace, Name: name}
+		return Assignment{}, &members.NotOwnedError{Kind: KindService, Namespace: desired.Namespace, Name: name}
 	}
 	if wrongFamily(fams, cur) {
 		// A Service's primary family cannot change: replace the Service
@@ -367,7 +367,7 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 	case err != nil:
 		return nil, err
 	case !OwnedService(live):
-		return nil, &members.NotOwnedError{Kind: "Service", Namespace: want.Namespace, Name: want.Name}
+		return nil, &members.NotOwnedError{Kind: KindService, Namespace: want.Namespace, Name: want.Name}
 	case !wrongFamily(fams, live):
 		return live, nil
 	default:

@@ -1,0 +1,57 @@
+package members
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// TestHandlerFreedClusterSetIP: the events that may free a clusterset-CIDR
+// address (an import that recorded one deleted, or no longer recording
+// it) say so; the others do not.
+func TestHandlerFreedClusterSetIP(t *testing.T) {
+	imp := func(rv, vip string) *mcsv1beta1.ServiceImport {
+		si := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: rv}}
+		if vip != "" {
+			si.Annotations = map[string]string{mcsapi.AnnotationClusterSetIP: vip}
+		}
+		return si
+	}
+	var got []Event
+	h := handler(&Member{ID: "east"}, KindImport, func(ev Event) { got = append(got, ev) })
+	freed := func(f func()) bool {
+		got = nil
+		f()
+		if assert.Len(t, got, 1) {
+			assert.Equal(t, "ns", got[0].Namespace)
+			assert.Equal(t, "web", got[0].Name)
+			return got[0].FreedClusterSetIP
+		}
+		return false
+	}
+	assert.False(t, freed(func() { h.OnAdd(imp("1", "10.250.0.1"), false) }), "add")
+	assert.False(t, freed(func() { h.OnUpdate(imp("1", "10.250.0.1"), imp("2", "10.250.0.1")) }), "same VIP")
+	assert.True(t, freed(func() { h.OnUpdate(imp("1", "10.250.0.1"), imp("2", "10.250.0.2")) }), "VIP moved")
+	assert.True(t, freed(func() { h.OnUpdate(imp("1", "10.250.0.1"), imp("2", "")) }), "VIP dropped")
+	assert.False(t, freed(func() { h.OnUpdate(imp("1", ""), imp("2", "10.250.0.1")) }), "VIP gained")
+	assert.True(t, freed(func() { h.OnDelete(imp("1", "10.250.0.1")) }), "deleted")
+	assert.True(t, freed(func() {
+		h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: imp("1", "10.250.0.1")})
+	}), "deleted, final state unknown")
+	assert.False(t, freed(func() { h.OnDelete(imp("1", "")) }), "deleted without a VIP")
+
+	// Other kinds never free one.
+	got = nil
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web",
+		Annotations: map[string]string{mcsapi.AnnotationClusterSetIP: "10.250.0.1"}}}
+	handler(&Member{ID: "east"}, KindService, func(ev Event) { got = append(got, ev) }).OnDelete(svc)
+	if assert.Len(t, got, 1) {
+		assert.False(t, got[0].FreedClusterSetIP)
+	}
+}
