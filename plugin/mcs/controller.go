@@ -46,6 +46,8 @@ type controller struct {
 	acfg       answers.Config
 
 	synced atomic.Bool
+	// syncedCh is closed when synced becomes true.
+	syncedCh chan struct{}
 	// version is the ServiceImport version being watched, once known.
 	version atomic.Pointer[schema.GroupVersionResource]
 
@@ -91,7 +93,7 @@ func newController(restCfg *rest.Config, namespaces []string, ix *answers.Index,
 	cfg := rest.CopyConfig(restCfg)
 	cfg.UserAgent = "coredns-mcs"
 	c := &controller{rest: cfg, namespaces: namespaces, index: ix, acfg: acfg, seed: maphash.MakeSeed(),
-		initial: map[string]time.Time{}}
+		initial: map[string]time.Time{}, syncedCh: make(chan struct{})}
 	cfg.Wrap(c.reach.wrap)
 	return c
 }
@@ -202,6 +204,7 @@ func (c *controller) run(ctx context.Context) {
 		lists := time.Since(began)
 		n := early + c.buildInitial(ctx)
 		c.synced.Store(true)
+		close(c.syncedCh)
 		log.Infof("synced: serving %s %s and EndpointSlices; lists in %v, answers built %v later (%d builds)",
 			gvr.Resource, gvr.GroupVersion(), lists.Round(time.Millisecond), (time.Since(began) - lists).Round(time.Millisecond), n)
 		// Decoding the initial lists left garbage several times the size

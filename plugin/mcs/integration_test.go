@@ -56,6 +56,7 @@ func init() {
 type server struct {
 	udp, tcp string
 	inst     *caddy.Instance
+	corefile string
 }
 
 func startCoreDNS(t *testing.T, corefile string) *server {
@@ -67,7 +68,7 @@ func startCoreDNS(t *testing.T, corefile string) *server {
 		inst.ShutdownCallbacks()
 		_ = inst.Stop()
 	})
-	return &server{udp: udp, tcp: tcp, inst: inst}
+	return &server{udp: udp, tcp: tcp, inst: inst, corefile: corefile}
 }
 
 // ask sends one query; bufsize 0 sends no EDNS0 record.
@@ -564,6 +565,18 @@ func testReload(t *testing.T, set *cluster.Set) {
 	s1.eventually(t, "v6.demo.svc.clusterset.local", dns.TypeAAAA, answer("v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c"))
 	running := informerGoroutines()
 
+	// The same stanza again: the running informers and answers are
+	// handed over, none are started.
+	same, err := inst.Restart(coretest.NewInput(corefile(5)))
+	require.NoError(t, err)
+	inst = same
+	s1 = &server{inst: inst}
+	s1.udp, s1.tcp = coretest.CoreDNSServerPorts(inst, 0)
+	r, err := ask(s1.udp, "udp", "v6.demo.svc.clusterset.local", dns.TypeAAAA, 1232)
+	require.NoError(t, err)
+	require.NoError(t, answer("v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c")(r), "answered at once after the reload")
+	assert.Equal(t, running, informerGoroutines(), "no informers started or stopped")
+
 	next, err := inst.Restart(coretest.NewInput(corefile(9)))
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -776,4 +789,25 @@ func testForkAndAPIDown(t *testing.T, set *cluster.Set) {
 	}, 30*time.Second, 100*time.Millisecond, "watch errors are reported")
 	srv.eventually(t, "forked.demo.svc.clusterset.local", dns.TypeA, answer("forked.demo.svc.clusterset.local. A 10.96.201.1"))
 	srv.eventually(t, "nothere.demo.svc.clusterset.local", dns.TypeA, wantNX)
+
+	// A Corefile reload that leaves the stanza as it was, while the API
+	// server is down: the new instance takes over the running informers
+	// and their answers (new ones could not list: SERVFAIL).
+	next, err := srv.inst.Restart(coretest.NewInput(srv.corefile))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		next.ShutdownCallbacks()
+		_ = next.Stop()
+	})
+	srv.inst = next
+	srv.udp, srv.tcp = coretest.CoreDNSServerPorts(next, 0)
+	for _, network := range []string{"udp", "tcp"} {
+		addr := srv.udp
+		if network == "tcp" {
+			addr = srv.tcp
+		}
+		r, err := ask(addr, network, "forked.demo.svc.clusterset.local", dns.TypeA, 1232)
+		require.NoError(t, err)
+		require.NoError(t, answer("forked.demo.svc.clusterset.local. A 10.96.201.1")(r), network)
+	}
 }

@@ -1,10 +1,14 @@
 package mcs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
@@ -67,9 +71,11 @@ func setup(c *caddy.Controller) error {
 		}
 	}
 	p := newMCS(cfg, restCfg)
+	p.sourceKey = sourceKey(cfg)
 	c.OnStartup(func() error {
 		p.setNSAddrs(boundIPs(c))
 		p.start()
+		p.waitSynced(startupWait)
 		return nil
 	})
 	c.OnShutdown(func() error {
@@ -81,6 +87,28 @@ func setup(c *caddy.Controller) error {
 		return p
 	})
 	return nil
+}
+
+// startupWait bounds how long start-up waits for the informers to sync
+// (the kubernetes plugin's default startup_timeout).
+const startupWait = 5 * time.Second
+
+// sourceKey says what a stanza's controller watches and how its answers
+// are built: stanzas with equal keys share one (sharedSources). The
+// kubeconfig's content is part of it (new credentials, new controller).
+// "" (no sharing) when the kubeconfig cannot be read again.
+func sourceKey(cfg *config) string {
+	id := "in-cluster"
+	if cfg.kubeconfig != "" {
+		b, err := os.ReadFile(cfg.kubeconfig)
+		if err != nil {
+			return ""
+		}
+		sum := sha256.Sum256(b)
+		id = cfg.kubeconfig + "\x00" + cfg.context + "\x00" + hex.EncodeToString(sum[:])
+	}
+	ns := slices.Sorted(slices.Values(cfg.namespaces))
+	return strings.Join([]string{id, strings.Join(ns, ","), strings.Join(cfg.forwardZones(), ","), strconv.Itoa(int(cfg.ttl))}, "\x00")
 }
 
 // parse reads one mcs stanza:

@@ -143,3 +143,34 @@ func TestSetupWithoutKubeconfigOutsideCluster(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "in-cluster")
 }
+
+// TestSourceKey: stanzas that watch the same API the same way share a
+// controller across a reload; anything the answers or the watches depend
+// on (zones, ttl, namespaces, context, the kubeconfig's content) makes a
+// new one.
+func TestSourceKey(t *testing.T) {
+	kc := writeKubeconfig(t)
+	key := func(stanza string) string {
+		t.Helper()
+		cfg, err := parse(caddy.NewTestController("dns", strings.ReplaceAll(stanza, "KC", kc)))
+		require.NoError(t, err, stanza)
+		return sourceKey(cfg)
+	}
+	base := key("mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n }")
+	require.NotEmpty(t, base)
+	assert.Equal(t, base, key("mcs clusterset.local { \n kubeconfig KC one \n namespaces b a \n }"), "namespace order")
+	assert.Equal(t, base, key("mcs clusterset.local in-addr.arpa { \n kubeconfig KC one \n namespaces a b \n fallthrough \n }"),
+		"reverse zones and fallthrough are the handler's, not the controller's")
+	for _, other := range []string{
+		"mcs clusterset.local { \n kubeconfig KC two \n namespaces a b \n }",
+		"mcs clusterset.local { \n kubeconfig KC one \n namespaces a \n }",
+		"mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n ttl 9 \n }",
+		"mcs example.org { \n kubeconfig KC one \n namespaces a b \n }",
+	} {
+		assert.NotEqual(t, base, key(other), other)
+	}
+	b, err := os.ReadFile(kc)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(kc, append(b, "# rotated\n"...), 0o600))
+	assert.NotEqual(t, base, key("mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n }"), "new kubeconfig content")
+}
