@@ -3,6 +3,7 @@ package mcs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"io"
 	"net/http"
@@ -86,7 +87,16 @@ type controller struct {
 }
 
 type source struct {
-	imports, slices cache.SharedIndexInformer
+	// imports is replaced when the cluster stops serving the watched
+	// ServiceImport version (see followVersion).
+	imports atomic.Pointer[importInformer]
+	slices  cache.SharedIndexInformer
+}
+
+// importInformer is one generation of a source's ServiceImport informer.
+type importInformer struct {
+	cache.SharedIndexInformer
+	stop context.CancelFunc
 }
 
 func newController(restCfg *rest.Config, namespaces []string, ix *answers.Index, acfg answers.Config) *controller {
@@ -148,44 +158,48 @@ func (c *controller) run(ctx context.Context) {
 		return
 	}
 	c.version.Store(&gvr)
-	imports, err := newImportClient(c.rest, gvr)
-	if err != nil {
-		log.Errorf("ServiceImport client: %v", err)
-		return
-	}
 
 	scopes := c.namespaces
 	if len(scopes) == 0 {
 		scopes = []string{metav1.NamespaceAll}
 	}
+	// gone is told when listing ServiceImports finds the version no
+	// longer served (a CRD upgrade that drops v1alpha1, say).
+	gone := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	imports, err := c.importInformers(ctx, &wg, gvr, scopes, gone)
+	if err != nil {
+		log.Errorf("informers: %v", err)
+		return
+	}
 	c.sources = make(map[string]*source, len(scopes))
-	var synced []cache.InformerSynced
+	synced := imports.synced
 	for _, ns := range scopes {
 		src := &source{
-			imports: cache.NewSharedIndexInformer(imports.listWatch(ns), &compact.WireImport{}, 0, cache.Indexers{}),
 			slices: discoveryinformers.NewFilteredEndpointSliceInformer(kube, ns, 0,
 				cache.Indexers{byService: indexByService},
 				func(o *metav1.ListOptions) { o.LabelSelector = mcsapi.LabelServiceName }),
 		}
+		src.imports.Store(imports.byScope[ns])
 		c.sources[ns] = src
-		if err := c.wire(src); err != nil {
+		if err := errors.Join(
+			src.slices.SetTransform(transformSlice),
+			src.slices.SetWatchErrorHandlerWithContext(watchErrorHandler("endpointslices", nil)),
+		); err != nil {
 			log.Errorf("informers: %v", err)
 			return
 		}
-		for _, inf := range []cache.SharedIndexInformer{src.imports, src.slices} {
-			reg, err := inf.AddEventHandler(c.handler(inf == src.imports))
-			if err != nil {
-				log.Errorf("informers: %v", err)
-				return
-			}
-			synced = append(synced, reg.HasSynced)
+		reg, err := src.slices.AddEventHandler(c.handler(false))
+		if err != nil {
+			log.Errorf("informers: %v", err)
+			return
 		}
+		synced = append(synced, reg.HasSynced)
 	}
-	var wg sync.WaitGroup
+	imports.run()
 	for _, src := range c.sources {
-		for _, inf := range []cache.SharedIndexInformer{src.imports, src.slices} {
-			wg.Go(func() { inf.RunWithContext(ctx) })
-		}
+		wg.Go(func() { src.slices.RunWithContext(ctx) })
 	}
 	// Handlers run synchronously, so a synced registration means its
 	// initial objects have been noted (see sync).
@@ -213,8 +227,106 @@ func (c *controller) run(ctx context.Context) {
 		// the heap stays near its live size afterwards).
 		debug.FreeOSMemory()
 	}
-	<-ctx.Done()
-	wg.Wait()
+	c.followVersion(ctx, &wg, gvr, scopes, gone)
+}
+
+// importGeneration is a set of ServiceImport informers, one per scope,
+// created (not yet running) for one served version.
+type importGeneration struct {
+	byScope map[string]*importInformer
+	synced  []cache.InformerSynced
+	run     func()
+}
+
+// importInformers creates the ServiceImport informers of version gvr for
+// scopes, wired to the controller's handler; run starts them (in wg, until
+// ctx ends or their stop). A list that finds the version not served
+// signals gone.
+func (c *controller) importInformers(ctx context.Context, wg *sync.WaitGroup, gvr schema.GroupVersionResource, scopes []string, gone chan<- struct{}) (*importGeneration, error) {
+	client, err := newImportClient(c.rest, gvr)
+	if err != nil {
+		return nil, fmt.Errorf("ServiceImport client: %w", err)
+	}
+	g := &importGeneration{byScope: map[string]*importInformer{}}
+	var starts []func()
+	for _, ns := range scopes {
+		inf := cache.NewSharedIndexInformer(client.listWatch(ns), &compact.WireImport{}, 0, cache.Indexers{})
+		if err := errors.Join(
+			inf.SetTransform(transformImport),
+			inf.SetWatchErrorHandlerWithContext(watchErrorHandler(mcsapi.ServiceImports, gone)),
+		); err != nil {
+			return nil, err
+		}
+		reg, err := inf.AddEventHandler(c.handler(true))
+		if err != nil {
+			return nil, err
+		}
+		ictx, stop := context.WithCancel(ctx)
+		g.byScope[ns] = &importInformer{SharedIndexInformer: inf, stop: stop}
+		g.synced = append(g.synced, reg.HasSynced)
+		starts = append(starts, func() { wg.Go(func() { inf.RunWithContext(ictx) }) })
+	}
+	g.run = func() {
+		for _, f := range starts {
+			f()
+		}
+	}
+	return g, nil
+}
+
+// followVersion runs until ctx ends. When listing ServiceImports finds
+// the watched version no longer served, it finds the served one and, if
+// it changed, lists it with new informers while the old ones keep
+// answering, swaps them in once synced, and rebuilds every service either
+// knew (answers of imports deleted meanwhile go). Ready stays as it was:
+// the last answers are served meanwhile, as during an API outage.
+func (c *controller) followVersion(ctx context.Context, wg *sync.WaitGroup, gvr schema.GroupVersionResource, scopes []string, gone chan struct{}) {
+	disc, err := discovery.NewDiscoveryClientForConfig(c.rest)
+	if err != nil {
+		log.Errorf("discovery client: %v", err)
+		<-ctx.Done()
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-gone:
+		}
+		now, ok := c.discover(ctx, disc)
+		if !ok {
+			return
+		}
+		if now == gvr {
+			continue // served again: the reflectors retry on their own
+		}
+		log.Infof("ServiceImports %s are not served any more; watching %s", gvr.GroupVersion(), now.GroupVersion())
+		next, err := c.importInformers(ctx, wg, now, scopes, gone)
+		if err != nil {
+			log.Errorf("informers: %v", err)
+			continue
+		}
+		next.run()
+		if !waitSynced(ctx, syncPollEvery, next.synced...) {
+			return
+		}
+		keys := map[string]time.Time{}
+		arrived := time.Now()
+		for _, ns := range scopes {
+			src := c.sources[ns]
+			old := src.imports.Swap(next.byScope[ns])
+			for _, k := range old.GetStore().ListKeys() {
+				keys[k] = arrived
+			}
+			for _, k := range next.byScope[ns].GetStore().ListKeys() {
+				keys[k] = arrived
+			}
+			old.stop()
+		}
+		gvr = now
+		c.version.Store(&gvr)
+		c.buildAll(ctx, keys)
+	}
 }
 
 // syncPollEvery is how often start-up checks whether the initial lists are
@@ -328,23 +440,21 @@ func indexByService(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// wire sets the transforms and watch error handlers of a source.
-func (c *controller) wire(src *source) error {
-	return errors.Join(
-		src.imports.SetTransform(transformImport),
-		src.slices.SetTransform(transformSlice),
-		src.imports.SetWatchErrorHandlerWithContext(watchErrorHandler(mcsapi.ServiceImports)),
-		src.slices.SetWatchErrorHandlerWithContext(watchErrorHandler("endpointslices")),
-	)
-}
-
-func watchErrorHandler(resource string) cache.WatchErrorHandlerWithContext {
+// watchErrorHandler logs and counts a reflector's errors; a list that
+// finds the resource not served (404) also signals gone, when set.
+func watchErrorHandler(resource string, gone chan<- struct{}) cache.WatchErrorHandlerWithContext {
 	return func(_ context.Context, _ *cache.Reflector, err error) {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return // the server closed a watch; the reflector resumes it
 		}
 		watchErrors.WithLabelValues(resource).Inc()
 		log.Warningf("watching %s: %v", resource, err)
+		if gone != nil && apierrors.IsNotFound(err) {
+			select {
+			case gone <- struct{}{}:
+			default: // one is pending already
+			}
+		}
 	}
 }
 
@@ -532,7 +642,7 @@ func (c *controller) build(ns, name string, arrived time.Time) {
 	defer mu.Unlock()
 
 	var set *answers.Set
-	obj, exists, _ := src.imports.GetIndexer().GetByKey(storeKey)
+	obj, exists, _ := src.imports.Load().GetIndexer().GetByKey(storeKey)
 	imp, _ := obj.(*compact.Import)
 	if exists && imp != nil && imp.Err == nil {
 		if imp.Service.Type == answers.Headless && imp.Service.EndpointsAbsent {

@@ -28,10 +28,9 @@ import (
 // their stores directly, to exercise controller.sync without an API.
 func storeOnly() *source {
 	lw := &cache.ListWatch{}
-	return &source{
-		imports: cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{}),
-		slices:  cache.NewSharedIndexInformer(lw, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{byService: indexByService}),
-	}
+	src := &source{slices: cache.NewSharedIndexInformer(lw, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{byService: indexByService})}
+	src.imports.Store(&importInformer{SharedIndexInformer: cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})})
+	return src
 }
 
 func importObj(t *testing.T, ns, name string, spec, status map[string]any) *compact.Import {
@@ -67,7 +66,7 @@ func TestControllerSync(t *testing.T) {
 	p.ctl = c
 	src := storeOnly()
 	c.sources = map[string]*source{metav1.NamespaceAll: src}
-	imports, slices := src.imports.GetIndexer(), src.slices.GetIndexer()
+	imports, slices := src.imports.Load().GetIndexer(), src.slices.GetIndexer()
 
 	// Before the informers have synced, events only note their service;
 	// it is built once, when the initial lists are in.
@@ -168,11 +167,11 @@ func TestHandlerKeys(t *testing.T) {
 	c.sources = map[string]*source{metav1.NamespaceAll: src}
 	c.buildInitial(context.Background()) // live
 	imp := importObj(t, "demo", "web", map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.0.1"}}, nil)
-	require.NoError(t, src.imports.GetIndexer().Add(imp))
+	require.NoError(t, src.imports.Load().GetIndexer().Add(imp))
 	h := c.handler(true)
 	h.OnAdd(imp, true)
 	require.NotNil(t, p.index.Service("web.demo"))
-	require.NoError(t, src.imports.GetIndexer().Delete(imp))
+	require.NoError(t, src.imports.Load().GetIndexer().Delete(imp))
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "demo/web", Obj: imp})
 	assert.Nil(t, p.index.Service("web.demo"), "tombstones are handled")
 }

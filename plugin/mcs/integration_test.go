@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -728,6 +729,41 @@ func testAlpha(t *testing.T, set *cluster.Set) {
 		"_http._tcp.old.demo.svc.clusterset.local. SRV 0 100 80 old.demo.svc.clusterset.local."))
 	require.Eventually(t, func() bool { code, _ := httpGet(readyURL); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
 	srv.eventually(t, "nothere.demo.svc.clusterset.local", dns.TypeA, wantNX)
+
+	// The CRD is upgraded to serve v1beta1 only (v1alpha1 no longer
+	// served): the plugin follows, without a restart, and imports
+	// created and deleted since are answered as they are.
+	cs, err := apiextensions.NewForConfig(ac.Config)
+	require.NoError(t, err)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctxT(t), crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.Versions = serviceImportCRD(t).Spec.Versions
+		for i := range cur.Spec.Versions {
+			if cur.Spec.Versions[i].Name == "v1alpha1" {
+				cur.Spec.Versions[i].Served = false
+			}
+		}
+		_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Update(ctxT(t), cur, metav1.UpdateOptions{})
+		return err
+	}))
+	beta := schema.GroupVersionResource{Group: mcsapi.Group, Version: "v1beta1", Resource: mcsapi.ServiceImports}
+	require.Eventually(t, func() bool {
+		_, err := ac.Dynamic.Resource(beta).Namespace("demo").Create(ctxT(t), &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+			"metadata": map[string]any{"name": "newer"},
+			"spec": map[string]any{"type": "ClusterSetIP", "ips": []any{"10.96.200.2"},
+				"ports": []any{map[string]any{"name": "http", "protocol": "TCP", "port": int64(80)}}},
+		}}, metav1.CreateOptions{})
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "v1beta1 served")
+	require.NoError(t, ac.Dynamic.Resource(beta).Namespace("demo").Delete(ctxT(t), "old", metav1.DeleteOptions{}))
+	srv.eventually(t, "newer.demo.svc.clusterset.local", dns.TypeA, answer("newer.demo.svc.clusterset.local. A 10.96.200.2"))
+	srv.eventually(t, "old.demo.svc.clusterset.local", dns.TypeA, wantNX)
+	code, _ = httpGet(readyURL)
+	assert.Equal(t, http.StatusOK, code, "ready throughout")
 }
 
 // testForkAndAPIDown: a CRD fork that keeps type, ips and ports in status;
