@@ -6,8 +6,10 @@
 package mcsapi
 
 import (
+	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 )
@@ -68,12 +70,15 @@ var PreferredVersions = []string{"v1beta1", "v1alpha1"}
 // v1beta1 where served, else v1alpha1. Older clusters (mcs-api <= v0.4)
 // serve only v1alpha1.
 func ServedVersion(dc discovery.DiscoveryInterface, resource string) (schema.GroupVersionResource, error) {
-	var lastErr error
+	var errs []error
 	for _, v := range PreferredVersions {
 		gv := schema.GroupVersion{Group: Group, Version: v}
 		list, err := dc.ServerResourcesForGroupVersion(gv.String())
+		if apierrors.IsNotFound(err) {
+			continue // that version is not served
+		}
 		if err != nil {
-			lastErr = err
+			errs = append(errs, fmt.Errorf("%s: %w", gv, err))
 			continue
 		}
 		for _, r := range list.APIResources {
@@ -82,8 +87,10 @@ func ServedVersion(dc discovery.DiscoveryInterface, resource string) (schema.Gro
 			}
 		}
 	}
-	if lastErr != nil {
-		return schema.GroupVersionResource{}, fmt.Errorf("%s.%s is not served (are the mcs-api CRDs installed?): %w", resource, Group, lastErr)
+	if len(errs) > 0 {
+		// Not an answer about the CRDs: the server could not be asked
+		// (unreachable, credentials, permissions).
+		return schema.GroupVersionResource{}, fmt.Errorf("discovering %s.%s: %w", resource, Group, errors.Join(errs...))
 	}
 	return schema.GroupVersionResource{}, fmt.Errorf("%s.%s is not served (are the mcs-api CRDs installed?)", resource, Group)
 }

@@ -24,7 +24,7 @@ func (r *reachability) wrap(rt http.RoundTripper) http.RoundTripper {
 			}
 			watchErrors.WithLabelValues(resourceOf(req.URL.Path)).Inc()
 			if r.down.CompareAndSwap(false, true) {
-				log.Warningf("cannot reach the API server, serving the last answers until it is back: %v", err)
+				log.Warningf("cannot reach the API server; answers stay as they are until it is back: %v", err)
 			}
 			return resp, err
 		}

@@ -250,7 +250,8 @@ func (c *controller) importInformers(ctx context.Context, wg *sync.WaitGroup, gv
 	g := &importGeneration{byScope: map[string]*importInformer{}}
 	var starts []func()
 	for _, ns := range scopes {
-		inf := cache.NewSharedIndexInformer(client.listWatch(ns), &compact.WireImport{}, 0, cache.Indexers{})
+		inf := cache.NewSharedIndexInformerWithOptions(client.listWatch(ns), &compact.WireImport{},
+			cache.SharedIndexInformerOptions{ObjectDescription: gvr.Resource + "." + gvr.Group + "/" + gvr.Version})
 		if err := errors.Join(
 			inf.SetTransform(transformImport),
 			inf.SetWatchErrorHandlerWithContext(watchErrorHandler(mcsapi.ServiceImports, gone)),
@@ -358,6 +359,7 @@ func (c *controller) discover(ctx context.Context, disc discovery.DiscoveryInter
 		if err == nil {
 			return gvr, true
 		}
+		watchErrors.WithLabelValues("discovery").Inc()
 		log.Warningf("finding the served ServiceImport version (retrying in %v): %v", backoff, err)
 		select {
 		case <-ctx.Done():

@@ -145,8 +145,13 @@ func parse(c *caddy.Controller) (*config, error) {
 					cfg.context = args[1]
 					overrides.CurrentContext = args[1]
 				}
-				rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-					&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.kubeconfig}, overrides).ClientConfig()
+				loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+					&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.kubeconfig}, overrides)
+				if raw, err := loader.RawConfig(); err == nil && cfg.context == "" && raw.CurrentContext == "" {
+					// client-go would say "no configuration has been provided".
+					return nil, c.Errf("kubeconfig %s has no current-context: name the context (kubeconfig %s CONTEXT)", cfg.kubeconfig, cfg.kubeconfig)
+				}
+				rc, err := loader.ClientConfig()
 				if err != nil {
 					return nil, c.Errf("kubeconfig %s: %v", cfg.kubeconfig, err)
 				}

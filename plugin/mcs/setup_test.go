@@ -93,6 +93,10 @@ func TestParse(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	kc := writeKubeconfig(t)
+	noCurrent := filepath.Join(t.TempDir(), "no-current")
+	b, err := os.ReadFile(kc)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(noCurrent, []byte(strings.ReplaceAll(string(b), "current-context: one\n", "")), 0o600))
 	tests := []struct {
 		name, input string
 		// want are substrings the error must hold: the problem and the line.
@@ -108,6 +112,7 @@ func TestParseErrors(t *testing.T) {
 		{"kubeconfig three args", "mcs {\n kubeconfig a b c\n}", []string{"Wrong argument count"}},
 		{"unreadable kubeconfig", "mcs {\n kubeconfig /nonexistent/kubeconfig\n}", []string{"kubeconfig /nonexistent/kubeconfig", ":2 "}},
 		{"unknown context", "mcs {\n kubeconfig " + kc + " nope\n}", []string{"kubeconfig", `"nope"`, ":2 "}},
+		{"no current-context", "mcs {\n kubeconfig " + noCurrent + "\n}", []string{"has no current-context", "CONTEXT", ":2 "}},
 		{"bad zone", "mcs clusterset..local", []string{"clusterset..local", ":1 "}},
 		{"bad zone chars", "mcs cluster/set.local", []string{`zone "cluster/set.local"`}},
 		{"zone with port", "mcs clusterset.local:53", []string{"no port"}},

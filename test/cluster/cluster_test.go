@@ -10,6 +10,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
@@ -107,4 +109,11 @@ func TestServedVersionMissing(t *testing.T) {
 	set := cluster.Start(t, cluster.Spec{Name: "bare", SkipMCSCRDs: true})
 	_, err := mcsapi.ServedVersion(set.Clusters[0].Kube.Discovery(), mcsapi.ServiceImports)
 	require.ErrorContains(t, err, "not served")
+
+	// A server that cannot be asked is not reported as missing CRDs.
+	unreachable, err := discovery.NewDiscoveryClientForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
+	require.NoError(t, err)
+	_, err = mcsapi.ServedVersion(unreachable, mcsapi.ServiceImports)
+	require.ErrorContains(t, err, "discovering serviceimports.multicluster.x-k8s.io")
+	require.NotContains(t, err.Error(), "CRDs")
 }
