@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"io"
 	"net/http"
+	"net/url"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -96,7 +97,9 @@ type source struct {
 // importInformer is one generation of a source's ServiceImport informer.
 type importInformer struct {
 	cache.SharedIndexInformer
-	stop context.CancelFunc
+	synced cache.InformerSynced // its handler's registration
+	ctx    context.Context
+	stop   context.CancelFunc
 }
 
 func newController(restCfg *rest.Config, namespaces []string, ix *answers.Index, acfg answers.Config) *controller {
@@ -163,18 +166,15 @@ func (c *controller) run(ctx context.Context) {
 	if len(scopes) == 0 {
 		scopes = []string{metav1.NamespaceAll}
 	}
-	// gone is told when listing ServiceImports finds the version no
-	// longer served (a CRD upgrade that drops v1alpha1, say).
-	gone := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	imports, err := c.importInformers(ctx, &wg, gvr, scopes, gone)
+	imports, err := c.importInformers(ctx, &wg, gvr, scopes)
 	if err != nil {
 		log.Errorf("informers: %v", err)
 		return
 	}
 	c.sources = make(map[string]*source, len(scopes))
-	synced := imports.synced
+	var synced []cache.InformerSynced
 	for _, ns := range scopes {
 		src := &source{
 			slices: discoveryinformers.NewFilteredEndpointSliceInformer(kube, ns, 0,
@@ -183,6 +183,9 @@ func (c *controller) run(ctx context.Context) {
 		}
 		src.imports.Store(imports.byScope[ns])
 		c.sources[ns] = src
+		// The generation of the moment (followVersion may replace it
+		// before the first sync).
+		synced = append(synced, func() bool { return src.imports.Load().synced() })
 		if err := errors.Join(
 			src.slices.SetTransform(transformSlice),
 			src.slices.SetWatchErrorHandlerWithContext(watchErrorHandler("endpointslices", nil)),
@@ -201,6 +204,7 @@ func (c *controller) run(ctx context.Context) {
 	for _, src := range c.sources {
 		wg.Go(func() { src.slices.RunWithContext(ctx) })
 	}
+	wg.Go(func() { c.followVersion(ctx, &wg, disc, imports, scopes) })
 	// Handlers run synchronously, so a synced registration means its
 	// initial objects have been noted (see sync).
 	// While the initial lists stream in (mostly waiting for the API
@@ -227,49 +231,65 @@ func (c *controller) run(ctx context.Context) {
 		// the heap stays near its live size afterwards).
 		debug.FreeOSMemory()
 	}
-	c.followVersion(ctx, &wg, gvr, scopes, gone)
+	<-ctx.Done()
 }
 
 // importGeneration is a set of ServiceImport informers, one per scope,
-// created (not yet running) for one served version.
+// for one served version.
 type importGeneration struct {
+	gvr     schema.GroupVersionResource
 	byScope map[string]*importInformer
-	synced  []cache.InformerSynced
-	run     func()
+	// gone is told when a list finds the version not served (404): a CRD
+	// upgrade that drops v1alpha1, say.
+	gone chan struct{}
+	run  func()
+}
+
+// synced reports whether every informer of the generation has synced.
+func (g *importGeneration) synced() bool {
+	for _, inf := range g.byScope {
+		if !inf.synced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *importGeneration) stop() {
+	for _, inf := range g.byScope {
+		inf.stop()
+	}
 }
 
 // importInformers creates the ServiceImport informers of version gvr for
 // scopes, wired to the controller's handler; run starts them (in wg, until
-// ctx ends or their stop). A list that finds the version not served
-// signals gone.
-func (c *controller) importInformers(ctx context.Context, wg *sync.WaitGroup, gvr schema.GroupVersionResource, scopes []string, gone chan<- struct{}) (*importGeneration, error) {
+// ctx ends or their stop).
+func (c *controller) importInformers(ctx context.Context, wg *sync.WaitGroup, gvr schema.GroupVersionResource, scopes []string) (*importGeneration, error) {
 	client, err := newImportClient(c.rest, gvr)
 	if err != nil {
 		return nil, fmt.Errorf("ServiceImport client: %w", err)
 	}
-	g := &importGeneration{byScope: map[string]*importInformer{}}
-	var starts []func()
+	g := &importGeneration{gvr: gvr, byScope: map[string]*importInformer{}, gone: make(chan struct{}, 1)}
 	for _, ns := range scopes {
 		inf := cache.NewSharedIndexInformerWithOptions(client.listWatch(ns), &compact.WireImport{},
 			cache.SharedIndexInformerOptions{ObjectDescription: gvr.Resource + "." + gvr.Group + "/" + gvr.Version})
-		if err := errors.Join(
-			inf.SetTransform(transformImport),
-			inf.SetWatchErrorHandlerWithContext(watchErrorHandler(mcsapi.ServiceImports, gone)),
-		); err != nil {
-			return nil, err
-		}
 		reg, err := inf.AddEventHandler(c.handler(true))
+		if err == nil {
+			err = errors.Join(
+				inf.SetTransform(transformImport),
+				inf.SetWatchErrorHandlerWithContext(watchErrorHandler(mcsapi.ServiceImports, g.gone)),
+			)
+		}
 		if err != nil {
+			g.stop()
 			return nil, err
 		}
 		ictx, stop := context.WithCancel(ctx)
-		g.byScope[ns] = &importInformer{SharedIndexInformer: inf, stop: stop}
-		g.synced = append(g.synced, reg.HasSynced)
-		starts = append(starts, func() { wg.Go(func() { inf.RunWithContext(ictx) }) })
+		g.byScope[ns] = &importInformer{SharedIndexInformer: inf, synced: reg.HasSynced, stop: stop, ctx: ictx}
 	}
 	g.run = func() {
-		for _, f := range starts {
-			f()
+		for _, inf := range g.byScope {
+			wg.Go(func() { inf.RunWithContext(inf.ctx) })
 		}
 	}
 	return g, nil
@@ -277,57 +297,101 @@ func (c *controller) importInformers(ctx context.Context, wg *sync.WaitGroup, gv
 
 // followVersion runs until ctx ends. When listing ServiceImports finds
 // the watched version no longer served, it finds the served one and, if
-// it changed, lists it with new informers while the old ones keep
+// it changed, lists it with new informers while the current ones keep
 // answering, swaps them in once synced, and rebuilds every service either
-// knew (answers of imports deleted meanwhile go). Ready stays as it was:
-// the last answers are served meanwhile, as during an API outage.
-func (c *controller) followVersion(ctx context.Context, wg *sync.WaitGroup, gvr schema.GroupVersionResource, scopes []string, gone chan struct{}) {
-	disc, err := discovery.NewDiscoveryClientForConfig(c.rest)
-	if err != nil {
-		log.Errorf("discovery client: %v", err)
-		<-ctx.Done()
-		return
-	}
+// knew (answers of imports deleted meanwhile go). If the new version goes
+// too before it synced, it starts over. Readiness is left as it is: the
+// last answers are served meanwhile, as during an API outage.
+func (c *controller) followVersion(ctx context.Context, wg *sync.WaitGroup, disc discovery.DiscoveryInterface, cur *importGeneration, scopes []string) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-gone:
+		case <-cur.gone:
 		}
-		now, ok := c.discover(ctx, disc)
-		if !ok {
-			return
-		}
-		if now == gvr {
-			continue // served again: the reflectors retry on their own
-		}
-		log.Infof("ServiceImports %s are not served any more; watching %s", gvr.GroupVersion(), now.GroupVersion())
-		next, err := c.importInformers(ctx, wg, now, scopes, gone)
-		if err != nil {
-			log.Errorf("informers: %v", err)
-			continue
-		}
-		next.run()
-		if !waitSynced(ctx, syncPollEvery, next.synced...) {
-			return
-		}
-		keys := map[string]time.Time{}
-		arrived := time.Now()
-		for _, ns := range scopes {
-			src := c.sources[ns]
-			old := src.imports.Swap(next.byScope[ns])
-			for _, k := range old.GetStore().ListKeys() {
-				keys[k] = arrived
+		retry := 500 * time.Millisecond
+		for { // until the version is served again or a new one synced
+			now, ok := c.discover(ctx, disc)
+			if !ok {
+				return
 			}
-			for _, k := range next.byScope[ns].GetStore().ListKeys() {
-				keys[k] = arrived
+			if now == cur.gvr {
+				break // served again: the reflectors retry on their own
 			}
-			old.stop()
+			log.Infof("ServiceImports %s are not served any more; listing %s", cur.gvr.GroupVersion(), now.GroupVersion())
+			next, err := c.importInformers(ctx, wg, now, scopes)
+			if err != nil {
+				log.Errorf("informers: %v", err)
+				break
+			}
+			next.run()
+			if synced, gone := c.awaitGeneration(ctx, disc, next); !synced {
+				next.stop()
+				if !gone {
+					return
+				}
+				// Not served either: find the version again, not in a
+				// tight loop should discovery keep changing its mind.
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(retry):
+				}
+				retry = min(2*retry, 30*time.Second)
+				continue
+			}
+			c.swapImports(cur, next, scopes)
+			cur = next
+			break
 		}
-		gvr = now
-		c.version.Store(&gvr)
-		c.buildAll(ctx, keys)
 	}
+}
+
+// awaitGeneration waits until g has synced (true), discovery serves
+// another version than g's (false, true) or ctx ends (false, false). A
+// 404 while discovery still names g's version (a CRD change the API
+// server is still taking in) leaves g's reflectors to retry.
+func (c *controller) awaitGeneration(ctx context.Context, disc discovery.DiscoveryInterface, g *importGeneration) (ok, gone bool) {
+	t := time.NewTicker(syncPollEvery)
+	defer t.Stop()
+	for !g.synced() {
+		select {
+		case <-ctx.Done():
+			return false, false
+		case <-g.gone:
+			now, ok := c.discover(ctx, disc)
+			if !ok {
+				return false, false
+			}
+			if now != g.gvr {
+				return false, true
+			}
+		case <-t.C:
+		}
+	}
+	return true, false
+}
+
+// swapImports makes next the generation answers are built from, stops
+// old, and rebuilds every service either knew.
+func (c *controller) swapImports(old, next *importGeneration, scopes []string) {
+	keys := map[string]bool{}
+	for _, ns := range scopes {
+		c.sources[ns].imports.Store(next.byScope[ns])
+		for _, g := range []*importGeneration{old, next} {
+			for _, k := range g.byScope[ns].GetStore().ListKeys() {
+				keys[k] = true
+			}
+		}
+	}
+	old.stop()
+	gvr := next.gvr
+	c.version.Store(&gvr)
+	for k := range keys {
+		ns, name, _ := strings.Cut(k, "/")
+		c.sync(ns, name, time.Time{}) // no event: no programming latency
+	}
+	log.Infof("serving ServiceImports %s", gvr.GroupVersion())
 }
 
 // syncPollEvery is how often start-up checks whether the initial lists are
@@ -359,7 +423,11 @@ func (c *controller) discover(ctx context.Context, disc discovery.DiscoveryInter
 		if err == nil {
 			return gvr, true
 		}
-		watchErrors.WithLabelValues("discovery").Inc()
+		if ue := (*url.Error)(nil); !errors.As(err, &ue) {
+			// Not served, or refused (401, 403, 5xx): failed requests
+			// that reached no server are counted by reachability.
+			watchErrors.WithLabelValues("discovery").Inc()
+		}
 		log.Warningf("finding the served ServiceImport version (retrying in %v): %v", backoff, err)
 		select {
 		case <-ctx.Done():
@@ -672,7 +740,9 @@ func (c *controller) build(ns, name string, arrived time.Time) {
 	if set != nil && set.Skipped() > 0 && (old == nil || old.Skipped() != set.Skipped()) {
 		log.Warningf("ServiceImport %s: %d ready endpoint(s) get no per-endpoint name, SRV record or PTR: the name would exceed DNS limits (the service's name still answers with their addresses)", storeKey, set.Skipped())
 	}
-	programmingLatency.Observe(time.Since(arrived).Seconds())
+	if !arrived.IsZero() {
+		programmingLatency.Observe(time.Since(arrived).Seconds())
+	}
 	c.account(old, set)
 }
 

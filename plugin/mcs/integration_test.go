@@ -578,6 +578,21 @@ func testReload(t *testing.T, set *cluster.Set) {
 	require.NoError(t, answer("v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c")(r), "answered at once after the reload")
 	assert.Equal(t, running, informerGoroutines(), "no informers started or stopped")
 
+	// A reload that fails after the plugin's start-up (its new port is
+	// taken): caddy drops the new instance without shutting it down; the
+	// informers its start-up began are stopped all the same.
+	busy, err := net.Listen("tcp", ":0")
+	require.NoError(t, err)
+	defer busy.Close()
+	_, busyPort, _ := net.SplitHostPort(busy.Addr().String())
+	_, err = inst.Restart(coretest.NewInput(corefile(7) + "\n.:" + busyPort + " {\n    whoami\n}\n"))
+	require.Error(t, err, "the port is taken")
+	require.Eventually(t, func() bool { return informerGoroutines() <= running }, 10*time.Second, 50*time.Millisecond,
+		"the failed reload's informers must stop: %d goroutines, %d before", informerGoroutines(), running)
+	r, err = ask(s1.udp, "udp", "v6.demo.svc.clusterset.local", dns.TypeAAAA, 1232)
+	require.NoError(t, err)
+	require.NoError(t, answer("v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c")(r), "the running instance still answers")
+
 	next, err := inst.Restart(coretest.NewInput(corefile(9)))
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -6,9 +6,7 @@ package mcs
 
 import (
 	"net"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/dnsutil"
@@ -29,28 +27,10 @@ type MCS struct {
 	index     *answers.Index
 	ctl       *controller
 	// sourceKey, when set, shares the controller and its answers with
-	// every instance whose stanza has the same key (see sharedSources);
-	// started: start ran and stop has not.
+	// every instance whose stanza has the same key (shared.go); started:
+	// start ran and stop has not.
 	sourceKey string
 	started   bool
-}
-
-// sharedSources holds the running controllers, and the answers they keep,
-// by what they watch and how they answer (sourceKey): plugin instances with
-// equal keys share one. A Corefile reload that leaves an mcs stanza as it
-// was (the usual case: another plugin or server block changed) so hands the
-// running informers and answers to the new instance, which never answers
-// SERVFAIL while new informers list again, nor while the API server is
-// unreachable; two server blocks with the same stanza watch once.
-var sharedSources = struct {
-	sync.Mutex
-	m map[string]*sharedSource
-}{m: map[string]*sharedSource{}}
-
-type sharedSource struct {
-	index *answers.Index
-	ctl   *controller
-	refs  int
 }
 
 // zone is one zone the plugin is authoritative for, with its static
@@ -151,64 +131,6 @@ func (p *MCS) setNSAddrs(ips []net.IP) {
 		}
 		a.all = append(append([]dns.RR{}, a.a...), a.aaaa...)
 		z.addrs.Store(a)
-	}
-}
-
-// start starts the instance's controller, or joins the running one of its
-// sourceKey (then the answers are those it keeps).
-func (p *MCS) start() {
-	if p.ctl == nil || p.started {
-		return
-	}
-	p.started = true
-	if p.sourceKey == "" {
-		p.ctl.start()
-		return
-	}
-	sharedSources.Lock()
-	defer sharedSources.Unlock()
-	if s := sharedSources.m[p.sourceKey]; s != nil {
-		s.refs++
-		p.index, p.ctl = s.index, s.ctl
-		return
-	}
-	sharedSources.m[p.sourceKey] = &sharedSource{index: p.index, ctl: p.ctl, refs: 1}
-	p.ctl.start()
-}
-
-// stop stops the controller unless other instances still share it.
-func (p *MCS) stop() {
-	if p.ctl == nil || !p.started {
-		return
-	}
-	p.started = false
-	if p.sourceKey != "" {
-		sharedSources.Lock()
-		s := sharedSources.m[p.sourceKey]
-		if s != nil && s.ctl == p.ctl {
-			if s.refs--; s.refs > 0 {
-				sharedSources.Unlock()
-				return
-			}
-			delete(sharedSources.m, p.sourceKey)
-		}
-		sharedSources.Unlock()
-	}
-	p.ctl.stop()
-}
-
-// waitSynced waits until the controller has synced, at most d: CoreDNS
-// starts (or, on a reload, replaces the running instance) once every
-// plugin's start-up has returned, so the previous instance keeps
-// answering meanwhile (as the kubernetes plugin's startup_timeout).
-func (p *MCS) waitSynced(d time.Duration) {
-	if p.ctl == nil {
-		return
-	}
-	select {
-	case <-p.ctl.syncedCh:
-	case <-time.After(d):
-		log.Warningf("not synced after %v; answering SERVFAIL until it is", d)
 	}
 }
 

@@ -1,10 +1,7 @@
 package mcs
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,15 +68,22 @@ func setup(c *caddy.Controller) error {
 		}
 	}
 	p := newMCS(cfg, restCfg)
-	p.sourceKey = sourceKey(cfg)
+	p.attach(sourceKey(cfg, restCfg))
 	c.OnStartup(func() error {
 		p.setNSAddrs(boundIPs(c))
-		p.start()
-		p.waitSynced(startupWait)
+		if p.start() {
+			p.awaitSync(startupWait)
+		}
 		return nil
 	})
 	c.OnShutdown(func() error {
 		p.stop()
+		return nil
+	})
+	// A reload from this instance that fails after the new instance's
+	// start-up: stop what that start-up started.
+	c.OnRestartFailed(func() error {
+		stopPending()
 		return nil
 	})
 	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
@@ -92,24 +96,6 @@ func setup(c *caddy.Controller) error {
 // startupWait bounds how long start-up waits for the informers to sync
 // (the kubernetes plugin's default startup_timeout).
 const startupWait = 5 * time.Second
-
-// sourceKey says what a stanza's controller watches and how its answers
-// are built: stanzas with equal keys share one (sharedSources). The
-// kubeconfig's content is part of it (new credentials, new controller).
-// "" (no sharing) when the kubeconfig cannot be read again.
-func sourceKey(cfg *config) string {
-	id := "in-cluster"
-	if cfg.kubeconfig != "" {
-		b, err := os.ReadFile(cfg.kubeconfig)
-		if err != nil {
-			return ""
-		}
-		sum := sha256.Sum256(b)
-		id = cfg.kubeconfig + "\x00" + cfg.context + "\x00" + hex.EncodeToString(sum[:])
-	}
-	ns := slices.Sorted(slices.Values(cfg.namespaces))
-	return strings.Join([]string{id, strings.Join(ns, ","), strings.Join(cfg.forwardZones(), ","), strconv.Itoa(int(cfg.ttl))}, "\x00")
-}
 
 // parse reads one mcs stanza:
 //

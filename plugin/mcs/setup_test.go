@@ -151,15 +151,15 @@ func TestSetupWithoutKubeconfigOutsideCluster(t *testing.T) {
 
 // TestSourceKey: stanzas that watch the same API the same way share a
 // controller across a reload; anything the answers or the watches depend
-// on (zones, ttl, namespaces, context, the kubeconfig's content) makes a
-// new one.
+// on (zones, ttl, namespaces, the server and credentials the kubeconfig
+// gives) makes a new one.
 func TestSourceKey(t *testing.T) {
 	kc := writeKubeconfig(t)
 	key := func(stanza string) string {
 		t.Helper()
 		cfg, err := parse(caddy.NewTestController("dns", strings.ReplaceAll(stanza, "KC", kc)))
 		require.NoError(t, err, stanza)
-		return sourceKey(cfg)
+		return sourceKey(cfg, cfg.rest)
 	}
 	base := key("mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n }")
 	require.NotEmpty(t, base)
@@ -176,6 +176,8 @@ func TestSourceKey(t *testing.T) {
 	}
 	b, err := os.ReadFile(kc)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(kc, append(b, "# rotated\n"...), 0o600))
-	assert.NotEqual(t, base, key("mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n }"), "new kubeconfig content")
+	require.NoError(t, os.WriteFile(kc, append(b, "# a comment\n"...), 0o600))
+	assert.Equal(t, base, key("mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n }"), "the same configuration")
+	require.NoError(t, os.WriteFile(kc, []byte(strings.Replace(string(b), "token: x", "token: rotated", 1)), 0o600))
+	assert.NotEqual(t, base, key("mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n }"), "new credentials")
 }
