@@ -139,7 +139,7 @@ func (m *Member) discover(ctx context.Context, dc discovery.DiscoveryInterface) 
 
 func permanent(err error) bool {
 	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
-		errors.Is(err, errNoValue)
+		errors.Is(err, errNoValue) || errors.Is(err, mcsapi.ErrNotServed)
 }
 
 var errNoValue = errors.New("no spec.value")

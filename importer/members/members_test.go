@@ -2,15 +2,22 @@ package members
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 func TestValidateID(t *testing.T) {
@@ -70,4 +77,12 @@ func TestConversionRoundTrip(t *testing.T) {
 	b, _ = json.Marshal(se)
 	assert.JSONEq(t, string(b), string(a))
 	assert.Equal(t, se, exportToBeta(ea))
+}
+
+// A member that answers but serves no MCS API, or refuses us, fails at
+// once; one that cannot be reached is retried.
+func TestPermanent(t *testing.T) {
+	assert.True(t, permanent(fmt.Errorf("context east: serviceexports %w", mcsapi.ErrNotServed)))
+	assert.True(t, permanent(apierrors.NewForbidden(schema.GroupResource{Resource: "serviceexports"}, "", errors.New("no"))))
+	assert.False(t, permanent(&url.Error{Op: "Get", URL: "https://127.0.0.1:1", Err: errors.New("connection refused")}))
 }

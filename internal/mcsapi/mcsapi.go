@@ -65,6 +65,10 @@ var ClusterPropertyGVR = schema.GroupVersionResource{Group: AboutGroup, Version:
 // PreferredVersions lists the MCS API versions we understand, best first.
 var PreferredVersions = []string{"v1beta1", "v1alpha1"}
 
+// ErrNotServed is ServedVersion's error when the server answered and
+// serves the resource in none of PreferredVersions.
+var ErrNotServed = errors.New("is not served")
+
 // ServedVersion asks the cluster which version of resource (ServiceImports
 // or ServiceExports) it serves and returns the best one we understand:
 // v1beta1 where served, else v1alpha1. Older clusters (mcs-api <= v0.4)
@@ -92,5 +96,5 @@ func ServedVersion(dc discovery.DiscoveryInterface, resource string) (schema.Gro
 		// (unreachable, credentials, permissions).
 		return schema.GroupVersionResource{}, fmt.Errorf("discovering %s.%s: %w", resource, Group, errors.Join(errs...))
 	}
-	return schema.GroupVersionResource{}, fmt.Errorf("%s.%s is not served (are the mcs-api CRDs installed?)", resource, Group)
+	return schema.GroupVersionResource{}, fmt.Errorf("%s.%s %w (are the mcs-api CRDs installed?)", resource, Group, ErrNotServed)
 }

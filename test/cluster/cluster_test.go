@@ -109,6 +109,7 @@ func TestServedVersionMissing(t *testing.T) {
 	set := cluster.Start(t, cluster.Spec{Name: "bare", SkipMCSCRDs: true})
 	_, err := mcsapi.ServedVersion(set.Clusters[0].Kube.Discovery(), mcsapi.ServiceImports)
 	require.ErrorContains(t, err, "not served")
+	require.ErrorIs(t, err, mcsapi.ErrNotServed)
 
 	// A server that cannot be asked is not reported as missing CRDs.
 	unreachable, err := discovery.NewDiscoveryClientForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
@@ -116,4 +117,5 @@ func TestServedVersionMissing(t *testing.T) {
 	_, err = mcsapi.ServedVersion(unreachable, mcsapi.ServiceImports)
 	require.ErrorContains(t, err, "discovering serviceimports.multicluster.x-k8s.io")
 	require.NotContains(t, err.Error(), "CRDs")
+	require.NotErrorIs(t, err, mcsapi.ErrNotServed)
 }
