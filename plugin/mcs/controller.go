@@ -168,7 +168,7 @@ func (c *controller) run(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	imports, err := c.importInformers(ctx, &wg, gvr, scopes)
+	imports, err := c.importInformers(ctx, gvr, scopes)
 	if err != nil {
 		log.Errorf("informers: %v", err)
 		return
@@ -200,7 +200,7 @@ func (c *controller) run(ctx context.Context) {
 		}
 		synced = append(synced, reg.HasSynced)
 	}
-	imports.run()
+	imports.start(&wg)
 	for _, src := range c.sources {
 		wg.Go(func() { src.slices.RunWithContext(ctx) })
 	}
@@ -223,8 +223,9 @@ func (c *controller) run(ctx context.Context) {
 		n := early + c.buildInitial(ctx)
 		c.synced.Store(true)
 		close(c.syncedCh)
+		served := c.version.Load() // followVersion may have moved on
 		log.Infof("synced: serving %s %s and EndpointSlices; lists in %v, answers built %v later (%d builds)",
-			gvr.Resource, gvr.GroupVersion(), lists.Round(time.Millisecond), (time.Since(began) - lists).Round(time.Millisecond), n)
+			served.Resource, served.GroupVersion(), lists.Round(time.Millisecond), (time.Since(began) - lists).Round(time.Millisecond), n)
 		// Decoding the initial lists left garbage several times the size
 		// of what is kept; give it back to the OS now rather than keep it
 		// until the scavenger gets to it (queries allocate nothing, so
@@ -242,7 +243,14 @@ type importGeneration struct {
 	// gone is told when a list finds the version not served (404): a CRD
 	// upgrade that drops v1alpha1, say.
 	gone chan struct{}
-	run  func()
+}
+
+// start runs the generation's informers in wg, each until its stop (or
+// the controller's context) ends.
+func (g *importGeneration) start(wg *sync.WaitGroup) {
+	for _, inf := range g.byScope {
+		wg.Go(func() { inf.RunWithContext(inf.ctx) })
+	}
 }
 
 // synced reports whether every informer of the generation has synced.
@@ -261,10 +269,9 @@ func (g *importGeneration) stop() {
 	}
 }
 
-// importInformers creates the ServiceImport informers of version gvr for
-// scopes, wired to the controller's handler; run starts them (in wg, until
-// ctx ends or their stop).
-func (c *controller) importInformers(ctx context.Context, wg *sync.WaitGroup, gvr schema.GroupVersionResource, scopes []string) (*importGeneration, error) {
+// importInformers creates (not starts) the ServiceImport informers of
+// version gvr for scopes, wired to the controller's handler.
+func (c *controller) importInformers(ctx context.Context, gvr schema.GroupVersionResource, scopes []string) (*importGeneration, error) {
 	client, err := newImportClient(c.rest, gvr)
 	if err != nil {
 		return nil, fmt.Errorf("ServiceImport client: %w", err)
@@ -286,11 +293,6 @@ func (c *controller) importInformers(ctx context.Context, wg *sync.WaitGroup, gv
 		}
 		ictx, stop := context.WithCancel(ctx)
 		g.byScope[ns] = &importInformer{SharedIndexInformer: inf, synced: reg.HasSynced, stop: stop, ctx: ictx}
-	}
-	g.run = func() {
-		for _, inf := range g.byScope {
-			wg.Go(func() { inf.RunWithContext(inf.ctx) })
-		}
 	}
 	return g, nil
 }
@@ -319,12 +321,12 @@ func (c *controller) followVersion(ctx context.Context, wg *sync.WaitGroup, disc
 				break // served again: the reflectors retry on their own
 			}
 			log.Infof("ServiceImports %s are not served any more; listing %s", cur.gvr.GroupVersion(), now.GroupVersion())
-			next, err := c.importInformers(ctx, wg, now, scopes)
+			next, err := c.importInformers(ctx, now, scopes)
 			if err != nil {
 				log.Errorf("informers: %v", err)
 				break
 			}
-			next.run()
+			next.start(wg)
 			if synced, gone := c.awaitGeneration(ctx, disc, next); !synced {
 				next.stop()
 				if !gone {
