@@ -1,19 +1,23 @@
 package importer_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/deploy/crds"
+	"github.com/mcs-dns/mcs-dns/importer"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 )
@@ -130,4 +134,56 @@ func TestAlphaOnlyMember(t *testing.T) {
 		}
 		assert.Equal(c, "down", memberState(t, r, "old"))
 	}, waitFor, tick)
+}
+
+// A member whose CRDs start serving v1beta1 while the importer runs (it
+// read v1alpha1 at start-up, and its caches and writes use it): Run ends
+// with ErrMemberAPIChanged, so that a restart reads the new version.
+func TestMemberVersionChangeStopsImporter(t *testing.T) {
+	set := cluster.Start(t, cluster.Spec{Name: "old", SkipMCSCRDs: true}, cluster.Spec{Name: "new"})
+	old := set.Get("old")
+	installAlphaOnly(t, old)
+	o := baseOptions(set.Kubeconfig, "old", "new")
+	o.Log = testLogger()
+	o.Registry = prometheus.NewRegistry()
+	ready := make(chan struct{})
+	o.OnReady = func(string) { close(ready) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- importer.Run(ctx, o) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("importer did not start: %v", err)
+	case <-time.After(waitFor):
+		t.Fatal("importer did not become ready")
+	}
+
+	// The upgrade: the shipped CRDs, v1beta1 stored, v1alpha1 still served.
+	all, err := crds.All()
+	require.NoError(t, err)
+	cs, err := apiextensionsclient.NewForConfig(old.Config)
+	require.NoError(t, err)
+	for _, shipped := range all {
+		if shipped.Spec.Group != mcsapi.Group {
+			continue
+		}
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(bg(), shipped.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec.Versions = shipped.Spec.Versions
+			_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Update(bg(), cur, metav1.UpdateOptions{})
+			return err
+		}))
+	}
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, importer.ErrMemberAPIChanged)
+		assert.ErrorContains(t, err, "serviceimports served at v1beta1, was v1alpha1")
+	case <-time.After(waitFor):
+		t.Fatal("the importer kept running on the versions it read at start-up")
+	}
 }

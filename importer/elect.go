@@ -43,6 +43,8 @@ func runElected(ctx context.Context, o Options, ms []*members.Member, log *slog.
 		Client:     holder.Kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}
+	electCtx, stopElection := context.WithCancel(ctx)
+	defer stopElection()
 	// client-go starts OnStartedLeading in a goroutine and does not wait
 	// for it; term makes sure work has wound down before Run returns.
 	var (
@@ -69,7 +71,9 @@ func runElected(ctx context.Context, o Options, ms []*members.Member, log *slog.
 				termMu.Unlock()
 				defer term.Done()
 				log.Info("leading", "identity", identity, "lease", o.LeaderElectNamespace+"/"+o.LeaderElectName, "cluster", holder.ID)
-				workErr = work(lctx)
+				if workErr = work(lctx); workErr != nil {
+					stopElection() // give the Lease up rather than hold it idle
+				}
 			},
 			OnStoppedLeading: func() { log.Info("stopped leading", "identity", identity) },
 			OnNewLeader: func(current string) {
@@ -83,7 +87,7 @@ func runElected(ctx context.Context, o Options, ms []*members.Member, log *slog.
 		return fmt.Errorf("leader election: %w", err)
 	}
 	log.Info("waiting for the leader Lease", "identity", identity, "lease", o.LeaderElectNamespace+"/"+o.LeaderElectName, "cluster", holder.ID)
-	le.Run(ctx) // returns when ctx is done or leadership is lost
+	le.Run(electCtx) // returns when ctx is done, leadership is lost or work failed
 	termMu.Lock()
 	ended = true
 	termMu.Unlock()

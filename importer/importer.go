@@ -403,6 +403,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	work := func(ctx context.Context) error {
+		// A member whose served MCS API versions changed ends the work
+		// (and Run) with ErrMemberAPIChanged: its caches and writes use
+		// the versions read at start-up.
+		ctx, stopWork := context.WithCancelCause(ctx)
+		defer stopWork(nil)
 		hopts := members.HealthOptions{
 			ProbeInterval: o.ProbeInterval,
 			ProbeTimeout:  max(o.ProbeInterval, 5*time.Second),
@@ -410,7 +415,11 @@ func Run(ctx context.Context, o Options) error {
 			SyncTimeout:   o.CacheSyncTimeout,
 			Notify:        ctrl.Notify,
 			OnChange:      ctrl.OnChange,
-			Log:           log,
+			OnVersionChange: func(m *members.Member, change string) {
+				log.Error("member cluster's MCS API versions changed; stopping so that a restart reads them", "cluster", m.ID, "change", change)
+				stopWork(fmt.Errorf("cluster %s: %s: %w", m.ID, change, ErrMemberAPIChanged))
+			},
+			Log: log,
 		}
 		// Start every member's caches; stop them all if one fails.
 		errs := make([]error, len(ms))
@@ -443,6 +452,9 @@ func Run(ctx context.Context, o Options) error {
 			}()
 		}
 		ctrl.Run(ctx, o.Workers, o.Resync)
+		if err := context.Cause(ctx); errors.Is(err, ErrMemberAPIChanged) {
+			return err
+		}
 		return nil
 	}
 	if o.LeaderElect {
@@ -453,6 +465,11 @@ func Run(ctx context.Context, o Options) error {
 	log.Info("shutting down")
 	return err
 }
+
+// ErrMemberAPIChanged ends Run when a member cluster starts serving its MCS
+// API at other versions than when the importer connected (a CRD upgrade
+// that adds v1beta1 or drops v1alpha1): a restart reads them.
+var ErrMemberAPIChanged = errors.New("the member's served MCS API versions changed; restart to use them")
 
 // connect reaches every member in parallel.
 func connect(ctx context.Context, o Options) ([]*members.Member, error) {

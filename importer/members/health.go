@@ -2,10 +2,14 @@ package members
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 // State is what the importer knows about a member's API.
@@ -50,8 +54,17 @@ type HealthOptions struct {
 	// readable during the call), so the caller can find the keys that
 	// need reconciling.
 	OnChange func(m *Member, state State, dropped *Caches)
-	Log      *slog.Logger
+	// OnVersionChange, when set, is told when an Up member's served MCS
+	// API versions differ from those read when it connected (checked
+	// every versionCheckProbes probes): its caches and writes use the old
+	// ones, so the importer restarts to read the new.
+	OnVersionChange func(m *Member, change string)
+	Log             *slog.Logger
 }
+
+// versionCheckProbes: the served versions are read again every this many
+// probes of an Up member (30 s at the default 5 s probe interval).
+const versionCheckProbes = 6
 
 // Start starts the member's first cache generation and waits for it to sync.
 func (m *Member) Start(ctx context.Context, o HealthOptions) error {
@@ -111,6 +124,7 @@ func (m *Member) Watch(ctx context.Context, o HealthOptions) {
 	t := time.NewTicker(o.ProbeInterval)
 	defer t.Stop()
 	defer m.Stop()
+	upProbes := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -158,8 +172,38 @@ func (m *Member) Watch(ctx context.Context, o HealthOptions) {
 			m.setState(Up, time.Time{})
 			log.Info("member cluster back; full resync")
 			o.OnChange(m, Up, nil)
+		case err == nil && state == Up && o.OnVersionChange != nil:
+			if upProbes++; upProbes%versionCheckProbes == 0 {
+				if change := m.versionsChanged(); change != "" {
+					o.OnVersionChange(m, change)
+				}
+			}
 		}
 	}
+}
+
+// versionsChanged says how the member's served MCS API versions differ
+// from those read when it connected; "" when they do not, or cannot be
+// read now.
+func (m *Member) versionsChanged() string {
+	dc := m.Kube.Discovery()
+	var changes []string
+	for _, r := range []struct{ resource, had string }{
+		{mcsapi.ServiceExports, m.ExportVersion},
+		{mcsapi.ServiceImports, m.ImportVersion},
+	} {
+		gvr, err := mcsapi.ServedVersion(dc, r.resource)
+		if err != nil && !errors.Is(err, mcsapi.ErrNotServed) {
+			return "" // cannot tell now; asked again later
+		}
+		if now := gvr.Version; now != r.had {
+			if now == "" {
+				now = "no version"
+			}
+			changes = append(changes, fmt.Sprintf("%s served at %s, was %s", r.resource, now, r.had))
+		}
+	}
+	return strings.Join(changes, "; ")
 }
 
 func (m *Member) setState(s State, since time.Time) {
