@@ -402,12 +402,23 @@ func startProc(ctx context.Context, dir, name, bin string, args ...string) (*pro
 		select {
 		case <-p.done:
 			if ctx.Err() == nil && !p.stopping.Load() {
-				fmt.Fprintf(os.Stderr, "\n!! %s exited unexpectedly; see %s\n", name, logPath)
+				fmt.Fprintf(os.Stderr, "\n!! %s exited unexpectedly (%v); the end of %s:\n%s\n", name, cmd.ProcessState, logPath, logTail(logPath, 20))
 			}
 		case <-ctx.Done():
 		}
 	}()
 	return p, nil
+}
+
+// logTail returns the last n lines of the file at path, indented.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "    (" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	return "    " + strings.Join(lines, "\n    ")
 }
 
 func (p *proc) stop() {
