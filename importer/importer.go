@@ -316,8 +316,9 @@ func NewLogger(o Options, w io.Writer) *slog.Logger {
 
 // Run runs the importer until ctx is done. It returns an error when
 // start-up fails (bad options, a member that cannot be reached, invalid or
-// duplicate cluster IDs, caches that do not sync) and nil after a clean
-// shutdown.
+// duplicate cluster IDs, caches that do not sync), ErrMemberAPIChanged
+// when a member's served MCS API versions changed, errLostLeadership when
+// another replica took the Lease over, and nil after a clean shutdown.
 func Run(ctx context.Context, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -420,6 +421,12 @@ func Run(ctx context.Context, o Options) error {
 				stopWork(fmt.Errorf("cluster %s: %s: %w", m.ID, change, ErrMemberAPIChanged))
 			},
 			Log: log,
+		}
+		// A standby that leads now may have connected long ago.
+		for _, m := range ms {
+			if change := m.VersionsChanged(hopts.ProbeTimeout); change != "" {
+				return fmt.Errorf("cluster %s: %s: %w", m.ID, change, ErrMemberAPIChanged)
+			}
 		}
 		// Start every member's caches; stop them all if one fails.
 		errs := make([]error, len(ms))

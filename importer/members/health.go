@@ -2,12 +2,14 @@ package members
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
@@ -54,10 +56,12 @@ type HealthOptions struct {
 	// readable during the call), so the caller can find the keys that
 	// need reconciling.
 	OnChange func(m *Member, state State, dropped *Caches)
-	// OnVersionChange, when set, is told when an Up member's served MCS
-	// API versions differ from those read when it connected (checked
-	// every versionCheckProbes probes): its caches and writes use the old
-	// ones, so the importer restarts to read the new.
+	// OnVersionChange, when set, is told when a member's served MCS API
+	// versions differ from those read when it connected: on two checks in
+	// a row of an Up member (every versionCheckProbes probes), or once
+	// before a Down member's caches are listed again. Its caches and
+	// writes use the old versions, so the importer restarts to read the
+	// new.
 	OnVersionChange func(m *Member, change string)
 	Log             *slog.Logger
 }
@@ -124,7 +128,9 @@ func (m *Member) Watch(ctx context.Context, o HealthOptions) {
 	t := time.NewTicker(o.ProbeInterval)
 	defer t.Stop()
 	defer m.Stop()
-	upProbes := 0
+	// upProbes counts the probes since the member was last seen Up;
+	// seen is the change the last version check found ("" none).
+	upProbes, seen := 0, ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -138,6 +144,9 @@ func (m *Member) Watch(ctx context.Context, o HealthOptions) {
 		m.health.mu.Lock()
 		state, since := m.health.state, m.health.since
 		m.health.mu.Unlock()
+		if err != nil || state != Up {
+			upProbes, seen = 0, ""
+		}
 		switch {
 		case err != nil && state == Up:
 			log.Warn("member cluster API unreachable; serving its last known state for the grace period", "grace", o.Grace, "err", err)
@@ -157,6 +166,13 @@ func (m *Member) Watch(ctx context.Context, o HealthOptions) {
 			m.setState(Up, time.Time{})
 			o.OnChange(m, Up, nil)
 		case err == nil && state == Down:
+			if o.OnVersionChange != nil {
+				// Its caches would list the versions of start-up.
+				if change := m.VersionsChanged(o.ProbeTimeout); change != "" {
+					o.OnVersionChange(m, change)
+					continue
+				}
+			}
 			log.Info("member cluster API reachable again; relisting")
 			c, err := m.startCaches(ctx, o.Notify)
 			if err != nil {
@@ -174,33 +190,41 @@ func (m *Member) Watch(ctx context.Context, o HealthOptions) {
 			o.OnChange(m, Up, nil)
 		case err == nil && state == Up && o.OnVersionChange != nil:
 			if upProbes++; upProbes%versionCheckProbes == 0 {
-				if change := m.versionsChanged(); change != "" {
+				// Twice in a row: discovery right after a CRD change
+				// can be ahead of or behind what is served.
+				change := m.VersionsChanged(o.ProbeTimeout)
+				if change != "" && change == seen {
 					o.OnVersionChange(m, change)
 				}
+				seen = change
 			}
 		}
 	}
 }
 
-// versionsChanged says how the member's served MCS API versions differ
+// VersionsChanged says how the member's served MCS API versions differ
 // from those read when it connected; "" when they do not, or cannot be
-// read now.
-func (m *Member) versionsChanged() string {
-	dc := m.Kube.Discovery()
+// told now (an error, or no version served: CRDs being replaced, or
+// discovery behind; a restart would not connect to such a member).
+// timeout bounds each discovery request.
+func (m *Member) VersionsChanged(timeout time.Duration) string {
+	cfg := rest.CopyConfig(m.Config)
+	cfg.Timeout = timeout
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return ""
+	}
 	var changes []string
 	for _, r := range []struct{ resource, had string }{
 		{mcsapi.ServiceExports, m.ExportVersion},
 		{mcsapi.ServiceImports, m.ImportVersion},
 	} {
 		gvr, err := mcsapi.ServedVersion(dc, r.resource)
-		if err != nil && !errors.Is(err, mcsapi.ErrNotServed) {
+		if err != nil {
 			return "" // cannot tell now; asked again later
 		}
-		if now := gvr.Version; now != r.had {
-			if now == "" {
-				now = "no version"
-			}
-			changes = append(changes, fmt.Sprintf("%s served at %s, was %s", r.resource, now, r.had))
+		if gvr.Version != r.had {
+			changes = append(changes, fmt.Sprintf("%s served at %s, was %s", r.resource, gvr.Version, r.had))
 		}
 	}
 	return strings.Join(changes, "; ")

@@ -82,8 +82,10 @@ func ServedVersion(dc discovery.DiscoveryInterface, resource string) (schema.Gro
 			continue // that version is not served
 		}
 		if err != nil {
+			// Not past a version that could not be asked about: a
+			// passing error must not pick an older version.
 			errs = append(errs, fmt.Errorf("%s: %w", gv, err))
-			continue
+			break
 		}
 		for _, r := range list.APIResources {
 			if r.Name == resource {
