@@ -160,10 +160,23 @@ func TestMemberVersionChangeStopsImporter(t *testing.T) {
 		t.Fatal("importer did not become ready")
 	}
 
-	// The upgrade: the shipped CRDs, v1beta1 stored, v1alpha1 still served.
+	upgradeToShippedCRDs(t, old)
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, importer.ErrMemberAPIChanged)
+		assert.ErrorContains(t, err, "serviceimports served at v1beta1, was v1alpha1")
+	case <-time.After(waitFor):
+		t.Fatal("the importer kept running on the versions it read at start-up")
+	}
+}
+
+// upgradeToShippedCRDs updates c's MCS CRDs to the shipped ones: v1beta1
+// stored, v1alpha1 still served.
+func upgradeToShippedCRDs(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
 	all, err := crds.All()
 	require.NoError(t, err)
-	cs, err := apiextensionsclient.NewForConfig(old.Config)
+	cs, err := apiextensionsclient.NewForConfig(c.Config)
 	require.NoError(t, err)
 	for _, shipped := range all {
 		if shipped.Spec.Group != mcsapi.Group {
@@ -178,12 +191,5 @@ func TestMemberVersionChangeStopsImporter(t *testing.T) {
 			_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Update(bg(), cur, metav1.UpdateOptions{})
 			return err
 		}))
-	}
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, importer.ErrMemberAPIChanged)
-		assert.ErrorContains(t, err, "serviceimports served at v1beta1, was v1alpha1")
-	case <-time.After(waitFor):
-		t.Fatal("the importer kept running on the versions it read at start-up")
 	}
 }
