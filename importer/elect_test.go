@@ -32,6 +32,23 @@ func world(t *testing.T, c *cluster.Cluster, ns string) (imports, derived, slice
 	return len(sis.Items), len(svcs.Items), len(sl.Items), ips
 }
 
+// startReplicas starts two importers with args and waits until one leads.
+func startReplicas(t *testing.T, bin string, args []string) (leader, follower *procs.Process) {
+	t.Helper()
+	a := procs.Start(t, "importer-a", bin, args...)
+	b := procs.Start(t, "importer-b", bin, args...)
+	require.Eventually(t, func() bool {
+		switch {
+		case strings.Contains(a.Output(), "msg=leading"):
+			leader, follower = a, b
+		case strings.Contains(b.Output(), "msg=leading"):
+			leader, follower = b, a
+		}
+		return leader != nil
+	}, waitFor, tick)
+	return leader, follower
+}
+
 // Two replicas with --leader-elect: exactly one writes; killed with
 // SIGKILL, the other takes over within the lease duration, with no
 // duplicate objects and no VIP change.
@@ -44,19 +61,8 @@ func TestLeaderElection(t *testing.T) {
 	args := []string{"--kubeconfig", set.Kubeconfig, "--contexts", "east,west", "--metrics-addr", "127.0.0.1:0",
 		"--leader-elect", "--leader-elect-context", "west",
 		"--leader-elect-lease-duration", lease.String(), "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
-	a := procs.Start(t, "importer-a", bin, args...)
-	b := procs.Start(t, "importer-b", bin, args...)
 
-	var leader, follower *procs.Process
-	require.Eventually(t, func() bool {
-		switch {
-		case strings.Contains(a.Output(), "msg=leading"):
-			leader, follower = a, b
-		case strings.Contains(b.Output(), "msg=leading"):
-			leader, follower = b, a
-		}
-		return leader != nil
-	}, waitFor, tick)
+	leader, follower := startReplicas(t, bin, args)
 
 	exportService(t, east, "shop", "web")
 	require.Eventually(t, func() bool {
@@ -132,18 +138,7 @@ func TestLeaderElectionMemberVersionChange(t *testing.T) {
 	args := []string{"--kubeconfig", set.Kubeconfig, "--contexts", "old,new", "--metrics-addr", "127.0.0.1:0",
 		"--health-probe-interval", "200ms", "--leader-elect", "--leader-elect-context", "new",
 		"--leader-elect-lease-duration", "30s", "--leader-elect-renew-deadline", "20s", "--leader-elect-retry-period", "500ms"}
-	a := procs.Start(t, "importer-a", bin, args...)
-	b := procs.Start(t, "importer-b", bin, args...)
-	var leader, follower *procs.Process
-	require.Eventually(t, func() bool {
-		switch {
-		case strings.Contains(a.Output(), "msg=leading"):
-			leader, follower = a, b
-		case strings.Contains(b.Output(), "msg=leading"):
-			leader, follower = b, a
-		}
-		return leader != nil
-	}, waitFor, tick)
+	leader, follower := startReplicas(t, bin, args)
 	require.Eventually(t, func() bool { return strings.Contains(follower.Output(), "another replica leads") }, waitFor, tick)
 
 	upgradeToShippedCRDs(t, old)
