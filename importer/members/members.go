@@ -133,9 +133,26 @@ func (m *Member) discover(ctx context.Context, dc discovery.DiscoveryInterface) 
 		return err
 	}
 	m.ImportVersion = gvr.Version
-	m.Schema, m.SchemaErr = DetectSchema(dc, m.ExportVersion, m.ImportVersion)
-	return nil
+	// A CRD's OpenAPI v3 document is published a moment after the CRD is
+	// served: retry for a while before keeping all fields (a member with
+	// older CRDs would then refuse or drop what it is asked for).
+	deadline := time.Now().Add(schemaWait)
+	for {
+		m.Schema, m.SchemaErr = DetectSchema(dc, m.ExportVersion, m.ImportVersion)
+		if m.SchemaErr == nil || !time.Now().Before(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
+
+// schemaWait bounds how long connecting waits for a member's MCS CRDs to
+// appear in its OpenAPI v3 documents.
+const schemaWait = 15 * time.Second
 
 func permanent(err error) bool {
 	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
