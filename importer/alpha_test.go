@@ -1,11 +1,9 @@
 package importer_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -17,7 +15,6 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/deploy/crds"
-	"github.com/mcs-dns/mcs-dns/importer"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 )
@@ -137,37 +134,37 @@ func TestAlphaOnlyMember(t *testing.T) {
 }
 
 // A member whose CRDs start serving v1beta1 while the importer runs (it
-// read v1alpha1 at start-up, and its caches and writes use it): Run ends
-// with ErrMemberAPIChanged, so that a restart reads the new version.
-func TestMemberVersionChangeStopsImporter(t *testing.T) {
+// joined at v1alpha1, and its caches and writes used it): that member is
+// joined again at the new version, the importer keeps running, and
+// imports flow both ways at the new version.
+func TestMemberVersionChangeRejoins(t *testing.T) {
 	set := cluster.Start(t, cluster.Spec{Name: "old", SkipMCSCRDs: true}, cluster.Spec{Name: "new"})
-	old := set.Get("old")
+	old, nw := set.Get("old"), set.Get("new")
 	installAlphaOnly(t, old)
-	o := baseOptions(set.Kubeconfig, "old", "new")
-	o.Log = testLogger()
-	o.Registry = prometheus.NewRegistry()
-	ready := make(chan struct{})
-	o.OnReady = func(string) { close(ready) }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- importer.Run(ctx, o) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("importer did not start: %v", err)
-	case <-time.After(waitFor):
-		t.Fatal("importer did not become ready")
-	}
+	r := startImporter(t, baseOptions(set.Kubeconfig, "old", "new"))
+	ns := "upgrade"
+	mkNamespace(t, ns, old, nw)
+	mkService(t, nw, ns, "before", false, tcpPort("http", 80))
+	putSlice(t, nw, ns, "before", "before-1", ips(1, "10.92.0")...)
+	mkExport(t, nw, ns, "before")
+	waitEndpoints(t, []*cluster.Cluster{old, nw}, ns, "before", map[string][]string{"new": {"10.92.0.1"}})
 
 	upgradeToShippedCRDs(t, old)
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, importer.ErrMemberAPIChanged)
-		assert.ErrorContains(t, err, "serviceimports served at v1beta1, was v1alpha1")
-	case <-time.After(waitFor):
-		t.Fatal("the importer kept running on the versions it read at start-up")
-	}
+	// The import written at v1alpha1 is still there, now read at v1beta1,
+	// and a new export is imported into the upgraded member.
+	mkService(t, nw, ns, "after", false, tcpPort("http", 80))
+	putSlice(t, nw, ns, "after", "after-1", ips(1, "10.92.1")...)
+	mkExport(t, nw, ns, "after")
+	waitEndpoints(t, []*cluster.Cluster{old, nw}, ns, "after", map[string][]string{"new": {"10.92.1.1"}})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, name := range []string{"before", "after"} {
+			si, err := getImport(old, ns, name)
+			if assert.NoError(c, err) {
+				assert.Equal(c, []string{"new"}, clusterIDs(si))
+			}
+		}
+		assert.Equal(c, "up", memberState(t, r, "old"))
+	}, waitFor, tick)
 }
 
 // upgradeToShippedCRDs updates c's MCS CRDs to the shipped ones: v1beta1

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -23,16 +25,18 @@ import (
 // Kubernetes controllers (nothing of the old term survives in memory).
 var errLostLeadership = errors.New("lost leadership")
 
-// runElected runs work only while this process holds the leader Lease in
-// the chosen member cluster (client-go leaderelection).
-func runElected(ctx context.Context, o Options, ms []*members.Member, log *slog.Logger, work func(context.Context) error) error {
-	holder := ms[0]
-	if o.LeaderElectContext != "" {
-		for _, m := range ms {
-			if m.Context == o.LeaderElectContext {
-				holder = m
-			}
-		}
+// runElected runs work only while this process holds the leader Lease
+// (client-go leaderelection) in the cluster leaseConfig names.
+func runElected(ctx context.Context, o Options, log *slog.Logger, work func(context.Context) error) error {
+	cfg, where, err := leaseConfig(o)
+	if err != nil {
+		return err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "mcs-importer"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("leader election (%s): %w", where, err)
 	}
 	host, _ := os.Hostname()
 	suffix := make([]byte, 4)
@@ -40,7 +44,7 @@ func runElected(ctx context.Context, o Options, ms []*members.Member, log *slog.
 	identity := fmt.Sprintf("%s_%s", host, hex.EncodeToString(suffix))
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaderElectNamespace, Name: o.LeaderElectName},
-		Client:     holder.Kube.CoordinationV1(),
+		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}
 	electCtx, stopElection := context.WithCancel(ctx)
@@ -70,7 +74,7 @@ func runElected(ctx context.Context, o Options, ms []*members.Member, log *slog.
 				term.Add(1)
 				termMu.Unlock()
 				defer term.Done()
-				log.Info("leading", "identity", identity, "lease", o.LeaderElectNamespace+"/"+o.LeaderElectName, "cluster", holder.ID)
+				log.Info("leading", "identity", identity, "lease", o.LeaderElectNamespace+"/"+o.LeaderElectName, "leaseIn", where)
 				if workErr = work(lctx); workErr != nil {
 					stopElection() // give the Lease up rather than hold it idle
 				}
@@ -86,7 +90,7 @@ func runElected(ctx context.Context, o Options, ms []*members.Member, log *slog.
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-	log.Info("waiting for the leader Lease", "identity", identity, "lease", o.LeaderElectNamespace+"/"+o.LeaderElectName, "cluster", holder.ID)
+	log.Info("waiting for the leader Lease", "identity", identity, "lease", o.LeaderElectNamespace+"/"+o.LeaderElectName, "leaseIn", where)
 	le.Run(electCtx) // returns when ctx is done, leadership is lost or work failed
 	termMu.Lock()
 	ended = true
@@ -101,10 +105,40 @@ func runElected(ctx context.Context, o Options, ms []*members.Member, log *slog.
 	return nil
 }
 
+// leaseConfig says where the leader Lease lives: the cluster the flags
+// name; else, in a pod, the pod's own cluster (where a controller's Lease
+// usually lives, so that losing a member does not stop the election);
+// else the first member.
+func leaseConfig(o Options) (*rest.Config, string, error) {
+	if o.LeaderElectKubeconfig != "" || o.LeaderElectContext != "" {
+		path := o.LeaderElectKubeconfig
+		if path == "" {
+			path = o.Kubeconfig
+		}
+		cfg, err := members.LoadConfig(path, o.LeaderElectContext)
+		if err != nil {
+			return nil, "", fmt.Errorf("--leader-elect-kubeconfig/--leader-elect-context: %w", err)
+		}
+		where := "context " + o.LeaderElectContext
+		if o.LeaderElectContext == "" {
+			where = "current context of " + path
+		}
+		return cfg, where, nil
+	}
+	if cfg, err := rest.InClusterConfig(); err == nil {
+		return cfg, "in-cluster", nil
+	}
+	cfg, err := members.LoadConfig(o.Kubeconfig, o.Contexts[0])
+	if err != nil {
+		return nil, "", err
+	}
+	return cfg, "context " + o.Contexts[0], nil
+}
+
 // vipProvider builds the VIP provider --vip-mode asks for (Options.VIP,
 // when set by a test, wins). The second result is the opt-in default the
 // aggregate needs in clusterset-cidr mode, nil otherwise.
-func vipProvider(o Options, ms []*members.Member) (vip.Provider, *bool, error) {
+func vipProvider(o Options, ms vip.Members) (vip.Provider, *bool, error) {
 	var def *bool
 	if o.VIPMode == VIPModeCIDR {
 		d := o.ClusterSetIPDefault

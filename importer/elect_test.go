@@ -124,30 +124,3 @@ func TestKilledMidReconcile(t *testing.T) {
 		return true
 	}, waitFor, tick)
 }
-
-// Two replicas with --leader-elect when a member's CRDs start serving
-// v1beta1 (both read v1alpha1 when they connected): the leader exits with
-// an error and gives its Lease up, and the standby, on taking it over,
-// finds the change before starting and exits too (each is restarted by
-// its Deployment on the new versions).
-func TestLeaderElectionMemberVersionChange(t *testing.T) {
-	bin := procs.ImporterBinary(t)
-	set := cluster.Start(t, cluster.Spec{Name: "old", SkipMCSCRDs: true}, cluster.Spec{Name: "new"})
-	old := set.Get("old")
-	installAlphaOnly(t, old)
-	args := []string{"--kubeconfig", set.Kubeconfig, "--contexts", "old,new", "--metrics-addr", "127.0.0.1:0",
-		"--health-probe-interval", "200ms", "--leader-elect", "--leader-elect-context", "new",
-		"--leader-elect-lease-duration", "30s", "--leader-elect-renew-deadline", "20s", "--leader-elect-retry-period", "500ms"}
-	leader, follower := startReplicas(t, bin, args)
-	require.Eventually(t, func() bool { return strings.Contains(follower.Output(), "another replica leads") }, waitFor, tick)
-
-	upgradeToShippedCRDs(t, old)
-	const want = "serviceimports served at v1beta1, was v1alpha1"
-	// Well within the 30 s lease: the leader gives it up.
-	for _, p := range []*procs.Process{leader, follower} {
-		require.Eventually(t, p.Exited, 20*time.Second, tick, "still running:\n%s", p.Output())
-		require.Error(t, p.Wait(), "exits with an error")
-		require.Contains(t, p.Output(), want)
-	}
-	require.Contains(t, follower.Output(), "msg=leading", "the standby took the Lease over")
-}

@@ -70,7 +70,8 @@ type Options struct {
 	ProbeInterval time.Duration
 	// CacheSyncTimeout bounds the wait for a member's caches to sync.
 	CacheSyncTimeout time.Duration
-	// ConnectTimeout bounds start-up discovery per member.
+	// ConnectTimeout bounds one attempt to join a member (cluster ID and
+	// API discovery); attempts are retried with back-off.
 	ConnectTimeout time.Duration
 	// LogFormat is "text" or "json"; Verbosity 0 logs info and up, 1 and
 	// more also debug.
@@ -91,9 +92,13 @@ type Options struct {
 	// LeaderElect makes this importer one of several replicas, of which
 	// only the holder of a Lease works.
 	LeaderElect bool
-	// LeaderElectContext is the member cluster holding the Lease (default:
-	// the first of Contexts); LeaderElectNamespace/Name name it.
-	LeaderElectContext   string
+	// The Lease lives in the cluster of LeaderElectKubeconfig (default
+	// Kubeconfig) and LeaderElectContext (default: that file's current
+	// context) when either is set; else, in a pod, in the cluster the pod
+	// runs in; else in the first of Contexts. LeaderElectNamespace/Name
+	// name it.
+	LeaderElectKubeconfig string
+	LeaderElectContext    string
 	LeaderElectNamespace string
 	LeaderElectName      string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune the election.
@@ -105,7 +110,8 @@ type Options struct {
 	Registry *prometheus.Registry
 	// VIP assigns ClusterSetIP VIPs (vip.None when nil).
 	VIP vip.Provider
-	// OnReady, if set, is called once every member's caches have synced,
+	// OnReady, if set, is called once every member has been tried once
+	// (joined with its caches synced, or found unusable and reported),
 	// with the address the health/metrics server listens on ("" if off).
 	OnReady func(metricsAddr string)
 }
@@ -174,7 +180,9 @@ member cluster and writes ServiceImports and mirrored EndpointSlices into the
 importing clusters. One kubeconfig, one context per member cluster. A
 cluster's ID is its About API ClusterProperty cluster.clusterset.k8s.io if
 present, else its context name. Cluster IDs must be DNS-1123 subdomains and
-distinct. SIGTERM or SIGINT stops it cleanly.
+distinct. A member that cannot be reached or used (at start-up or later) is
+reported and retried; the others keep importing. SIGTERM or SIGINT stops it
+cleanly.
 
 Flags (one or two leading dashes):
 `)
@@ -185,7 +193,7 @@ Flags (one or two leading dashes):
 	fs.Var(listFlag{&o.ImportInto}, "import-into", "comma-separated `contexts` to write ServiceImports and EndpointSlices into (default: every member); e.g. one importer per cluster, each reading all members")
 	fs.Var(listFlag{&o.ExportConditionsIn}, "export-conditions-in", "comma-separated `contexts` whose ServiceExports this importer writes conditions on (default: the --import-into contexts, or every member); set it when some members run no importer of their own")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "`address` serving /healthz, /readyz and Prometheus /metrics (empty: off)")
-	fs.DurationVar(&o.EndpointGracePeriod, "endpoint-grace-period", o.EndpointGracePeriod, "how long the last known endpoints of a member whose API is unreachable stay served before they are withdrawn")
+	fs.DurationVar(&o.EndpointGracePeriod, "endpoint-grace-period", o.EndpointGracePeriod, "how long the last known endpoints of a member that cannot be used (unreachable, credentials or RBAC refused, CRDs gone) stay served before they are withdrawn; also how long after start-up what may have come from a member not reached yet is left untouched")
 	fs.DurationVar(&o.Resync, "resync", o.Resync, "period of full resyncs, which compare desired with actual state and write only differences (0: none)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "number of reconcile workers")
 	fs.Func("kube-api-qps", "client-side `rate` limit, in requests per second, to each member cluster's API (default 0: none where the API server has API Priority and Fairness, which queues the importer's requests like any client's; 100/s, burst 200, where it has not)", func(v string) error {
@@ -194,16 +202,17 @@ Flags (one or two leading dashes):
 		return err
 	})
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of the client-side limit (default: twice --kube-api-qps)")
-	fs.DurationVar(&o.ProbeInterval, "health-probe-interval", o.ProbeInterval, "how often each member cluster's API is probed (GET /readyz) to notice it going away and coming back")
+	fs.DurationVar(&o.ProbeInterval, "health-probe-interval", o.ProbeInterval, "how often each member cluster is probed (a one-item list of its ServiceExports, and ServiceImports where importing) to notice it, its credentials or its CRDs going away and coming back")
 	fs.DurationVar(&o.CacheSyncTimeout, "cache-sync-timeout", o.CacheSyncTimeout, "how long to wait for a member cluster's informer caches to sync")
-	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long start-up may take to reach each member cluster (cluster ID and API discovery)")
+	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long one attempt to join a member cluster (cluster ID and API discovery) may take; failed attempts are retried with back-off")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log `format`: text or json (structured logs on stderr)")
 	fs.IntVar(&o.Verbosity, "v", o.Verbosity, "log `level`: 0 logs info and above, 1 or more adds debug (every write)")
 	fs.StringVar(&o.VIPMode, "vip-mode", o.VIPMode, "how ClusterSetIP imports get their VIP: derived-service (a derived ClusterIP Service per importing cluster; kube-proxy routes it), clusterset-cidr (one VIP clusterset-wide from --clusterset-cidr, for exports that opt in), or none")
 	fs.Var(listFlag{&o.ClusterSetCIDRs}, "clusterset-cidr", "comma-separated `CIDRs` (at most one IPv4 and one IPv6) clusterset-wide VIPs come from (--vip-mode=clusterset-cidr)")
 	fs.BoolVar(&o.ClusterSetIPDefault, "clusterset-ip-default", o.ClusterSetIPDefault, "with --vip-mode=clusterset-cidr: give every export a clusterset-wide VIP unless its annotation mcs-dns.io/use-clusterset-ip is \"false\" (otherwise only exports annotated \"true\" get one)")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run as one of several replicas: only the holder of a Lease in a member cluster works; the others take over when it goes away")
-	fs.StringVar(&o.LeaderElectContext, "leader-elect-context", o.LeaderElectContext, "`context` of the member cluster holding the leader Lease (default: the first of --contexts)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run as one of several replicas: only the holder of a Lease works; the others take over when it goes away (while the Lease's cluster is unreachable no replica works)")
+	fs.StringVar(&o.LeaderElectKubeconfig, "leader-elect-kubeconfig", o.LeaderElectKubeconfig, "kubeconfig `file` of the cluster holding the leader Lease (default: --kubeconfig); see --leader-elect-context")
+	fs.StringVar(&o.LeaderElectContext, "leader-elect-context", o.LeaderElectContext, "kubeconfig `context` of the cluster holding the leader Lease (default: when neither this nor --leader-elect-kubeconfig is set, the cluster the importer's pod runs in, or outside a pod the first of --contexts; with only --leader-elect-kubeconfig, its current context)")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "`namespace` of the leader Lease")
 	fs.StringVar(&o.LeaderElectName, "leader-elect-name", o.LeaderElectName, "`name` of the leader Lease")
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a leader's Lease lasts without renewal: a standby takes over about this long (plus up to two retry periods) after the leader stops renewing")
@@ -283,9 +292,6 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--vip-mode must be %s, %s or %s, not %q", VIPModeDerived, VIPModeCIDR, VIPModeNone, o.VIPMode))
 	}
 	if o.LeaderElect {
-		if o.LeaderElectContext != "" && !seen[o.LeaderElectContext] {
-			errs = append(errs, fmt.Errorf("--leader-elect-context %q is not one of --contexts", o.LeaderElectContext))
-		}
 		if o.LeaderElectNamespace == "" || o.LeaderElectName == "" {
 			errs = append(errs, errors.New("--leader-elect-namespace and --leader-elect-name must not be empty"))
 		}
@@ -315,10 +321,12 @@ func NewLogger(o Options, w io.Writer) *slog.Logger {
 }
 
 // Run runs the importer until ctx is done. It returns an error when
-// start-up fails (bad options, a member that cannot be reached, invalid or
-// duplicate cluster IDs, caches that do not sync), ErrMemberAPIChanged
-// when a member's served MCS API versions changed, errLostLeadership when
-// another replica took the Lease over, and nil after a clean shutdown.
+// start-up fails for a reason no retry mends (bad options, a kubeconfig
+// context that does not exist, a metrics address in use),
+// errLostLeadership when another replica took the Lease over, and nil
+// after a clean shutdown. Member clusters that cannot be used (at
+// start-up or later) never end it: each is joined in the background,
+// reported, and retried with back-off (members.Set).
 func Run(ctx context.Context, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -330,48 +338,44 @@ func Run(ctx context.Context, o Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	ms, err := connect(ctx, o)
+	cfgs, err := memberConfigs(o)
 	if err != nil {
 		return err
 	}
-	if err := members.ValidateIDs(ms); err != nil {
-		return err
-	}
-	for _, m := range ms {
-		m.Importing = len(o.ImportInto) == 0 || slices.Contains(o.ImportInto, m.Context)
-		m.ExportConditions = m.Importing
-		if len(o.ExportConditionsIn) > 0 {
-			m.ExportConditions = slices.Contains(o.ExportConditionsIn, m.Context)
-		}
-		log.Info("member cluster", "context", m.Context, "cluster", m.ID, "idFrom", m.IDSource,
-			"importing", m.Importing, "exportConditions", m.ExportConditions, "exportVersion", m.ExportVersion, "importVersion", m.ImportVersion,
-			"clientLimit", m.ClientLimit(), "mcsSchema", m.Schema.String())
-		if m.SchemaErr != nil {
-			log.Warn("cannot read the member's MCS schema; writing every field (a member whose CRDs drop some would be rewritten on every resync)",
-				"context", m.Context, "err", m.SchemaErr)
-		}
-	}
-
 	reg := o.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	provider, csDefault, err := vipProvider(o, ms)
+	// The Set calls the controller, which reads the Set: ctrl is set
+	// before the Set runs.
+	var ctrl *controller.Controller
+	set := members.NewSet(members.SetOptions{
+		Members:        cfgs,
+		ConnectTimeout: o.ConnectTimeout,
+		SyncTimeout:    o.CacheSyncTimeout,
+		ProbeInterval:  o.ProbeInterval,
+		ProbeTimeout:   max(o.ProbeInterval, 5*time.Second),
+		Grace:          o.EndpointGracePeriod,
+		Notify:         func(ev members.Event) { ctrl.Notify(ev) },
+		OnChange:       func(ch members.Change) { ctrl.OnChange(ch) },
+		Log:            log,
+	})
+	provider, csDefault, err := vipProvider(o, set)
 	if err != nil {
 		return err
 	}
 	var leftovers vip.Provider
 	if o.VIP == nil && o.VIPMode != VIPModeDerived {
 		// Derived Services an earlier --vip-mode=derived-service made.
-		leftovers = vip.NewDerived(ms)
+		leftovers = vip.NewDerived(set)
 	}
-	ctrl := controller.New(controller.Options{Members: ms, VIP: provider, Leftovers: leftovers, Log: log, Registerer: reg, ClusterSetIPDefault: csDefault})
+	ctrl = controller.New(controller.Options{Members: set, VIP: provider, Leftovers: leftovers, Log: log, Registerer: reg, ClusterSetIPDefault: csDefault})
 	// Its queue runs goroutines from here on, whether or not Run is
-	// reached (caches that never sync, leadership never won).
+	// reached (leadership never won).
 	defer ctrl.ShutDown()
 
-	var ready atomic.Bool
+	var working atomic.Bool // leading (or not electing) and every member tried once
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// Before the wait (defers run last first): the metrics server's
@@ -385,7 +389,7 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		addr = ln.Addr().String()
-		srv := &http.Server{Handler: healthMux(reg, &ready), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: healthMux(reg, &working, set), ReadHeaderTimeout: 10 * time.Second}
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -404,68 +408,32 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	work := func(ctx context.Context) error {
-		// A member whose served MCS API versions changed ends the work
-		// (and Run) with ErrMemberAPIChanged: its caches and writes use
-		// the versions read at start-up.
-		ctx, stopWork := context.WithCancelCause(ctx)
-		defer stopWork(nil)
-		hopts := members.HealthOptions{
-			ProbeInterval: o.ProbeInterval,
-			ProbeTimeout:  max(o.ProbeInterval, 5*time.Second),
-			Grace:         o.EndpointGracePeriod,
-			SyncTimeout:   o.CacheSyncTimeout,
-			Notify:        ctrl.Notify,
-			OnChange:      ctrl.OnChange,
-			OnVersionChange: func(m *members.Member, change string) {
-				log.Error("member cluster's MCS API versions changed; stopping so that a restart reads them", "cluster", m.ID, "change", change)
-				stopWork(fmt.Errorf("cluster %s: %s: %w", m.ID, change, ErrMemberAPIChanged))
-			},
-			Log: log,
-		}
-		// A standby that leads now may have connected long ago.
-		for _, m := range ms {
-			if change := m.VersionsChanged(hopts.ProbeTimeout); change != "" {
-				return fmt.Errorf("cluster %s: %s: %w", m.ID, change, ErrMemberAPIChanged)
+		var wwg sync.WaitGroup
+		defer wwg.Wait()
+		wwg.Go(func() { set.Run(ctx) })
+		wwg.Go(func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-set.Settled():
 			}
-		}
-		// Start every member's caches; stop them all if one fails.
-		errs := make([]error, len(ms))
-		var swg sync.WaitGroup
-		for i, m := range ms {
-			swg.Add(1)
-			go func() {
-				defer swg.Done()
-				errs[i] = m.Start(ctx, hopts)
-			}()
-		}
-		swg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			cancel()
-			for _, m := range ms {
-				m.Stop()
+			working.Store(true)
+			up := 0
+			for _, st := range set.Statuses() {
+				if st.State == members.Up {
+					up++
+				}
 			}
-			return err
-		}
-		ready.Store(true)
-		log.Info("caches synced; reconciling", "members", len(ms), "workers", o.Workers)
-		if o.OnReady != nil {
-			o.OnReady(addr)
-		}
-		for _, m := range ms {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				m.Watch(ctx, hopts)
-			}()
-		}
+			log.Info("every member cluster tried once; reconciling", "members", len(cfgs), "up", up, "workers", o.Workers)
+			if o.OnReady != nil {
+				o.OnReady(addr)
+			}
+		})
 		ctrl.Run(ctx, o.Workers, o.Resync)
-		if err := context.Cause(ctx); errors.Is(err, ErrMemberAPIChanged) {
-			return err
-		}
 		return nil
 	}
 	if o.LeaderElect {
-		err = runElected(ctx, o, ms, log, work)
+		err = runElected(ctx, o, log, work)
 	} else {
 		err = work(ctx)
 	}
@@ -473,46 +441,68 @@ func Run(ctx context.Context, o Options) error {
 	return err
 }
 
-// ErrMemberAPIChanged ends Run when a member cluster starts serving its MCS
-// API at other versions than when the importer connected (a CRD upgrade
-// that adds v1beta1 or drops v1alpha1): a restart reads them.
-var ErrMemberAPIChanged = errors.New("the member's served MCS API versions changed; restart to use them")
-
-// connect reaches every member in parallel.
-func connect(ctx context.Context, o Options) ([]*members.Member, error) {
-	ms := make([]*members.Member, len(o.Contexts))
-	errs := make([]error, len(o.Contexts))
-	var wg sync.WaitGroup
+// memberConfigs loads every member's kubeconfig context: a context that is
+// missing or broken is a configuration error, reported at once.
+func memberConfigs(o Options) ([]members.Config, error) {
+	out := make([]members.Config, len(o.Contexts))
+	var errs []error
 	for i, name := range o.Contexts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg, err := members.LoadConfig(o.Kubeconfig, name)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			cfg.QPS, cfg.Burst = o.QPS, o.Burst // 0: see members.Connect
-			cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
-			defer cancel()
-			ms[i], errs[i] = members.Connect(cctx, cfg, name)
-		}()
+		cfg, err := members.LoadConfig(o.Kubeconfig, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cfg.QPS, cfg.Burst = o.QPS, o.Burst // 0: see members.Connect
+		c := members.Config{Context: name, REST: cfg}
+		c.Importing = len(o.ImportInto) == 0 || slices.Contains(o.ImportInto, name)
+		c.ExportConditions = c.Importing
+		if len(o.ExportConditionsIn) > 0 {
+			c.ExportConditions = slices.Contains(o.ExportConditionsIn, name)
+		}
+		out[i] = c
 	}
-	wg.Wait()
-	return ms, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
-func healthMux(reg *prometheus.Registry, ready *atomic.Bool) *http.ServeMux {
+// readiness says whether the importer is ready, and each member's state.
+func readiness(working *atomic.Bool, set *members.Set) (bool, string) {
+	var b strings.Builder
+	up := 0
+	for _, st := range set.Statuses() {
+		name := st.Context
+		if st.Cluster != st.Context {
+			name += " (cluster " + st.Cluster + ")"
+		}
+		fmt.Fprintf(&b, "member %s: %s", name, st.State)
+		if st.Reason != "" {
+			fmt.Fprintf(&b, ": %s", st.Reason)
+		}
+		b.WriteByte('\n')
+		if st.State == members.Up {
+			up++
+		}
+	}
+	switch {
+	case !working.Load():
+		return false, "not working yet (standing by for the leader Lease, or trying every member once)\n" + b.String()
+	case up == 0:
+		return false, "no member cluster is usable\n" + b.String()
+	}
+	return true, "ok\n" + b.String()
+}
+
+func healthMux(reg *prometheus.Registry, working *atomic.Bool, set *members.Set) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "caches not synced yet", http.StatusServiceUnavailable)
-			return
+		ok, detail := readiness(working, set)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_, _ = io.WriteString(w, "ok\n")
+		_, _ = io.WriteString(w, detail)
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux

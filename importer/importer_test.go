@@ -436,44 +436,64 @@ func TestImporter(t *testing.T) {
 		}, 2*time.Second, 100*time.Millisecond, "Run returned, so everything it started must have stopped")
 	})
 
-	t.Run("start-up rejects bad cluster IDs", func(t *testing.T) {
+	t.Run("a member with a bad or duplicate cluster ID is kept out; the others import", func(t *testing.T) {
 		for name, tc := range map[string]struct {
 			contexts []string
 			want     string
 		}{
 			"duplicate": {[]string{"east", "west", "east-again"}, `have the same cluster ID "east-1"`},
-			"invalid":   {[]string{"east", "Bad_ID"}, `cluster ID "Bad_ID" is not valid`},
-			"unknown":   {[]string{"east", "nowhere"}, `"nowhere"`},
+			"invalid":   {[]string{"east", "west", "Bad_ID"}, `cluster ID "Bad_ID" is not valid`},
 		} {
-			o := baseOptions(kubeconfig, tc.contexts...)
-			o.Log = testLogger()
-			err := importer.Run(bg(), o)
-			require.Error(t, err, name)
-			assert.Contains(t, err.Error(), tc.want, name)
+			r := startImporter(t, baseOptions(kubeconfig, tc.contexts...))
+			code, body := readyz(t, r)
+			assert.Equal(t, http.StatusOK, code, name)
+			assert.Contains(t, body, tc.want, name)
+			assert.Contains(t, body, "unknown: cluster ID rejected", name)
+			assert.Regexp(t, `member west: up`, body, name)
+			r.stop()
 		}
+		// A context the kubeconfig does not have is a configuration error.
+		o := baseOptions(kubeconfig, "east", "nowhere")
+		o.Log = testLogger()
+		err := importer.Run(bg(), o)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `"nowhere"`)
 	})
 
-	t.Run("start-up waits for a member up to --connect-timeout", func(t *testing.T) {
+	t.Run("a member down at start-up is reported, the others import, and it joins when it answers", func(t *testing.T) {
 		northProxy.pause()
 		o := baseOptions(kubeconfig, contexts...)
 		o.ConnectTimeout = 2 * time.Second
-		o.Log = testLogger()
-		start := time.Now()
-		err := importer.Run(bg(), o)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), `context "north"`)
-		assert.GreaterOrEqual(t, time.Since(start), 2*time.Second, "retried until the timeout")
-
-		// Back within the timeout: the importer starts.
-		go func() {
-			time.Sleep(1500 * time.Millisecond)
-			northProxy.resume(t)
-		}()
-		o = baseOptions(kubeconfig, contexts...)
-		o.ConnectTimeout = time.Minute
+		started := time.Now()
 		r := startImporter(t, o)
+		code, body := readyz(t, r)
+		assert.Equal(t, http.StatusOK, code)
+		assert.Contains(t, body, "member north: unknown: unreachable")
+		assert.Equal(t, "unknown", memberState(t, r, "north"))
+		ns := "imp-joins-late"
+		mkNamespace(t, ns, all...)
+		mkService(t, east, ns, "web", false, tcpPort("http", 80))
+		putSlice(t, east, ns, "web", "web-1", ips(1, "10.61.0")...)
+		mkExport(t, east, ns, "web")
+		waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "web", map[string][]string{"east-1": {"10.61.0.1"}})
+		t.Logf("imported among the members that answer %s after start-up", time.Since(started).Round(time.Millisecond))
+		back := time.Now()
+		northProxy.resume(t)
+		waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": {"10.61.0.1"}})
+		t.Logf("north joined and got the import %s after it answered", time.Since(back).Round(time.Millisecond))
+		assert.Equal(t, "up", memberState(t, r, "north"))
 		r.stop()
 	})
+}
+
+// readyz returns the status code and body of the importer's /readyz.
+func readyz(t *testing.T, r *running) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + r.addr + "/readyz")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // worldSnapshot is every object mcs-importer owns, without server-set metadata.
@@ -770,7 +790,7 @@ func testInvalid(t *testing.T, east, west, north *cluster.Cluster) {
 }
 
 func testLateNamespace(t *testing.T, east, west, north *cluster.Cluster) {
-	ns := "imp-late"
+	ns := "imp-joins-late"
 	mkNamespace(t, ns, east, west)
 	mkService(t, east, ns, "web", false, tcpPort("http", 80))
 	putSlice(t, east, ns, "web", "web-1", ips(1, "10.4.0")...)

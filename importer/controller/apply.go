@@ -19,6 +19,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 const (
@@ -45,6 +46,15 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		return false, []string{importObject(ns, name)}, c.yieldToForeign(ctx, v, ns, name)
 	}
 	c.forgetForeign(m, ns, name)
+	frozenKey := m.ID + "/" + key(ns, name)
+	if h := c.set.Hold(); h.Active() && holds(h, v, ns, name, cur) {
+		// Some of it may have come from a member not seen since the
+		// start: left exactly as it is (import, VIP, slices, status)
+		// until that member joins or the grace period has passed.
+		c.frozen.Insert(frozenKey)
+		return cur != nil, nil, nil
+	}
+	c.frozen.Delete(frozenKey)
 	// Names held by others (a derived Service's, a mirrored slice's) are
 	// reported on every return from here on, and as an error, so that
 	// the key is retried (with backoff) until they are free: their
@@ -240,6 +250,24 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		return true, nil, err
 	}
 	return true, nil, nil
+}
+
+// holds reports whether the import ns/name in v's member (cur) or its
+// mirrored slices name a cluster whose contributions h holds.
+func holds(h members.Hold, v view, ns, name string, cur *mcsv1beta1.ServiceImport) bool {
+	if cur != nil {
+		for _, cl := range cur.Status.Clusters {
+			if h.Holds(cl.Cluster) {
+				return true
+			}
+		}
+	}
+	for _, s := range v.c.MirroredSlices(ns, name) {
+		if h.Holds(s.Labels[mcsapi.LabelSourceCluster]) {
+			return true
+		}
+	}
+	return false
 }
 
 var errForeign = errors.New("object is not managed by mcs-importer")

@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -60,9 +61,20 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 )
 
+// Clusterset is what the controller reads about the member clusters: a
+// members.Set, or members.Static in tests.
+type Clusterset interface {
+	// Members are the members that have joined (Up, Unreachable or Down).
+	Members() []*members.Member
+	// Hold says which clusters' contributions must be left as they are.
+	Hold() members.Hold
+	// Statuses are every configured member's states.
+	Statuses() []members.Status
+}
+
 // Options configure a Controller.
 type Options struct {
-	Members []*members.Member
+	Members Clusterset
 	VIP     vip.Provider
 	// Leftovers, when set, is released for a key in an importing member
 	// once its import there is written without them (or deleted): it
@@ -81,7 +93,7 @@ type Options struct {
 
 // Controller reconciles imports across the member clusters.
 type Controller struct {
-	members   []*members.Member
+	set       Clusterset
 	vip       vip.Provider
 	leftovers vip.Provider
 	log       *slog.Logger
@@ -95,6 +107,15 @@ type Controller struct {
 
 	warnedMu sync.Mutex
 	warned   map[string]bool // "cluster/ns/name" of foreign imports already logged
+
+	// stateLabel: the cluster label each context's member_state series
+	// has (its context until it joins, then its cluster ID).
+	stateMu    sync.Mutex
+	stateLabel map[string]string
+
+	// frozen: keys left as they are in some member because what they
+	// hold may have come from a member not seen yet (members.Hold).
+	frozen lockedSet
 
 	// heldNames: "cluster/ns/name" of mirrored slices whose names objects
 	// we do not manage held when last tried.
@@ -118,7 +139,7 @@ type Controller struct {
 // New returns a controller; call Notify/OnChange from the members and Run.
 func New(o Options) *Controller {
 	c := &Controller{
-		members:   o.Members,
+		set:       o.Members,
 		vip:       o.VIP,
 		leftovers: o.Leftovers,
 		log:       o.Log,
@@ -129,6 +150,9 @@ func New(o Options) *Controller {
 		busy:      map[string]map[item]int{},
 
 		clusterSetIPDefault: o.ClusterSetIPDefault,
+	}
+	if c.set == nil {
+		c.set = members.Static(nil)
 	}
 	if c.vip == nil {
 		c.vip = vip.None{}
@@ -155,8 +179,9 @@ func New(o Options) *Controller {
 		defer c.fullMu.Unlock()
 		return float64(len(c.fullSince))
 	})
-	for _, m := range c.members {
-		c.setMemberState(m, members.Up)
+	c.stateLabel = map[string]string{}
+	for _, st := range c.set.Statuses() {
+		c.setMemberState(st.Context, st.Cluster, st.State)
 	}
 	// A VIP provider that writes objects of its own (derived Services)
 	// reports them, so that mcs_importer_writes_total counts every write.
@@ -188,6 +213,12 @@ func (s *lockedSet) Insert(k string) {
 		s.m = map[string]struct{}{}
 	}
 	s.m[k] = struct{}{}
+}
+
+func (s *lockedSet) Keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.m))
 }
 
 func (s *lockedSet) Delete(k string) {
@@ -279,7 +310,7 @@ func (c *Controller) promoteOverdue() {
 }
 
 func (c *Controller) hasExport(ns, name string) bool {
-	for _, m := range c.members {
+	for _, m := range c.set.Members() {
 		if mc := m.Caches(); mc != nil && mc.Export(ns, name) != nil {
 			return true
 		}
@@ -292,7 +323,7 @@ func (c *Controller) Notify(ev members.Event) {
 	switch ev.Kind {
 	case members.KindNamespace:
 		// The import appears when the namespace does.
-		for _, m := range c.members {
+		for _, m := range c.set.Members() {
 			if mc := m.Caches(); mc != nil {
 				for _, k := range mc.NamespaceKeys(ev.Namespace) {
 					c.addServe(k)
@@ -322,31 +353,63 @@ func (c *Controller) Notify(ev members.Event) {
 }
 
 // OnChange handles a member's state change: every key is reconciled again
-// (including, when it went down, the keys only it knew).
-func (c *Controller) OnChange(m *members.Member, s members.State, dropped *members.Caches) {
-	c.setMemberState(m, s)
-	if dropped != nil {
-		for _, k := range dropped.Keys() {
+// (including, when it went down, the keys only it knew). A withdrawal is
+// logged once, with the number of services it affects, and counted.
+func (c *Controller) OnChange(ch members.Change) {
+	c.setMemberState(ch.Context, ch.Cluster(), ch.State)
+	if ch.State == members.Down {
+		c.metrics.Withdrawals.WithLabelValues(ch.Cluster()).Inc()
+		if ch.Dropped != nil {
+			c.log.Warn("member cluster withdrawn after the grace period: its exports are no longer imported",
+				"cluster", ch.Cluster(), "services", len(ch.Dropped.ExportKeys()), "reason", ch.Reason)
+		} else {
+			c.log.Warn("member cluster not seen within the grace period since the start: imports and endpoints that may have come from it are reconciled again",
+				"context", ch.Context, "services", c.frozenServices(), "reason", ch.Reason)
+		}
+	}
+	if ch.Dropped != nil {
+		for _, k := range ch.Dropped.Keys() {
 			c.addServe(k)
 		}
 	}
 	c.EnqueueAll()
 }
 
-func (c *Controller) setMemberState(m *members.Member, s members.State) {
-	for _, st := range []members.State{members.Up, members.Unreachable, members.Down} {
+// frozenServices counts the keys left as they are in some member.
+func (c *Controller) frozenServices() int {
+	keys := map[string]bool{}
+	for _, k := range c.frozen.Keys() {
+		_, nk, _ := strings.Cut(k, "/") // "cluster/ns/name"; IDs hold no '/'
+		keys[nk] = true
+	}
+	return len(keys)
+}
+
+// setMemberState sets the member_state series of a member, labelled with
+// its cluster ID once it has joined (its context before: the series under
+// the context goes when the ID differs).
+func (c *Controller) setMemberState(context, cluster string, s members.State) {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	if prev, ok := c.stateLabel[context]; ok && prev != cluster {
+		for _, st := range members.States {
+			c.metrics.MemberState.DeleteLabelValues(prev, st.String())
+		}
+	}
+	c.stateLabel[context] = cluster
+	for _, st := range members.States {
 		v := 0.0
 		if st == s {
 			v = 1
 		}
-		c.metrics.MemberState.WithLabelValues(m.ID, st.String()).Set(v)
+		c.metrics.MemberState.WithLabelValues(cluster, st.String()).Set(v)
 	}
 }
 
 // EnqueueAll queues a serve pass of every key any member knows: a full
 // resync.
 func (c *Controller) EnqueueAll() {
-	for _, m := range c.members {
+	for _, m := range c.set.Members() {
 		if mc := m.Caches(); mc != nil {
 			for _, k := range mc.Keys() {
 				c.addServe(k)
@@ -518,7 +581,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 	// Members whose caches are usable: up, or unreachable within the grace
 	// period (their last known state stays served).
 	var views []view
-	for _, m := range c.members {
+	for _, m := range c.set.Members() {
 		if mc := m.Caches(); mc != nil {
 			views = append(views, view{m: m, c: mc, up: m.State() == members.Up})
 		}

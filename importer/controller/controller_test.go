@@ -230,10 +230,10 @@ func TestServePassWritesNoStatus(t *testing.T) {
 	m.Importing, m.ExportConditions = true, true
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
-	require.NoError(t, m.Start(mctx, members.HealthOptions{ProbeInterval: time.Second, ProbeTimeout: time.Second, Grace: time.Minute, SyncTimeout: 30 * time.Second, Notify: func(members.Event) {}, OnChange: func(*members.Member, members.State, *members.Caches) {}}))
+	require.NoError(t, m.Start(mctx, func(members.Event) {}, 30*time.Second))
 	defer m.Stop()
 	reg := prometheus.NewRegistry()
-	c := New(Options{Members: []*members.Member{m}, Registerer: reg})
+	c := New(Options{Members: members.Static{m}, Registerer: reg})
 	defer c.ShutDown() // never Run
 	writes := func(kind string) float64 {
 		n := 0.0

@@ -17,9 +17,12 @@ type Metrics struct {
 	Writes *prometheus.CounterVec
 	// Errors counts failed operations, by cluster and operation.
 	Errors *prometheus.CounterVec
-	// MemberUp is 1 for a member whose API answers, 0 otherwise; state
-	// says which of up, unreachable (within the grace period) or down.
+	// MemberState is 1 for each member's current state (up, unreachable,
+	// down, unknown), 0 for the others; a member not joined yet is
+	// labelled with its kubeconfig context.
 	MemberState *prometheus.GaugeVec
+	// Withdrawals counts members withdrawn after the grace period.
+	Withdrawals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed func() float64) *Metrics {
@@ -43,10 +46,14 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed func() float
 		}, []string{"cluster", "operation"}),
 		MemberState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "member_state",
-			Help: "1 for the current state (up, unreachable, down) of each member cluster, 0 for the others.",
+			Help: "1 for the current state (up, unreachable, down, unknown) of each member cluster, 0 for the others; cluster is the cluster ID, or the kubeconfig context of a member not joined yet.",
 		}, []string{"cluster", "state"}),
+		Withdrawals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "mcs_importer", Name: "member_withdrawals_total",
+			Help: "Member clusters withdrawn (their exports no longer imported) after the grace period, by cluster.",
+		}, []string{"cluster"}),
 	}
-	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.Errors, m.MemberState,
+	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.Errors, m.MemberState, m.Withdrawals,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "queue_depth",
 			Help: "Passes (serve and full) ready to run in the work queue.",

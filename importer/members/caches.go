@@ -331,6 +331,10 @@ func (c *Caches) Keys() []string {
 	return keys
 }
 
+// ExportKeys returns the "namespace/name" of every ServiceExport in this
+// generation.
+func (c *Caches) ExportKeys() []string { return c.exports.ListKeys() }
+
 // NamespaceKeys returns the keys in namespace ns this generation knows.
 func (c *Caches) NamespaceKeys(ns string) []string {
 	var keys []string

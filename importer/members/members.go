@@ -100,23 +100,11 @@ func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member
 	if err != nil {
 		return nil, fmt.Errorf("context %q: %w", contextName, err)
 	}
-	// A member that is briefly unreachable at start-up is retried until
-	// ctx's deadline; answers that will not change (no MCS API, no access)
-	// fail at once.
-	for {
-		err = m.discover(ctx, dc)
-		if err == nil {
-			return m, nil
-		}
-		if permanent(err) {
-			return nil, fmt.Errorf("context %q: %w", contextName, err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("context %q: %w", contextName, err)
-		case <-time.After(time.Second):
-		}
+	// One attempt: the Set retries with backoff, and reports why.
+	if err := m.discover(ctx, dc); err != nil {
+		return nil, fmt.Errorf("context %q: %w", contextName, err)
 	}
+	return m, nil
 }
 
 func (m *Member) discover(ctx context.Context, dc discovery.DiscoveryInterface) error {
@@ -154,9 +142,42 @@ func (m *Member) discover(ctx context.Context, dc discovery.DiscoveryInterface) 
 // appear in its OpenAPI v3 documents.
 const schemaWait = 15 * time.Second
 
-func permanent(err error) bool {
-	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
-		errors.Is(err, errNoValue) || errors.Is(err, mcsapi.ErrNotServed)
+// Reason says in a few words why a member cannot be used, for logs,
+// /readyz and the member-state metric: what an operator should look at.
+func Reason(err error) string {
+	var idErr *IDError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &idErr):
+		return "cluster ID rejected: " + err.Error()
+	case apierrors.IsUnauthorized(err):
+		return "unauthorized (credentials rejected or expired): " + err.Error()
+	case apierrors.IsForbidden(err):
+		return "forbidden (the importer's RBAC role or binding is missing): " + err.Error()
+	case apierrors.IsNotFound(err) || errors.Is(err, mcsapi.ErrNotServed):
+		return "MCS API not served (CRDs not installed, deleted, or at another version): " + err.Error()
+	case errors.Is(err, errNoValue):
+		return "bad ClusterProperty: " + err.Error()
+	}
+	return "unreachable: " + err.Error()
+}
+
+// Reached reports whether err came back from the member's API server (an
+// HTTP status below 500: the server answered and refused), as opposed to a
+// failure to reach it (no connection, timeout, TLS, 5xx). Only the latter
+// counts towards a disruption (see Set).
+func Reached(err error) bool {
+	var idErr *IDError
+	if errors.As(err, &idErr) || errors.Is(err, errNoValue) || errors.Is(err, mcsapi.ErrNotServed) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		code := st.Status().Code
+		return code > 0 && code < 500
+	}
+	return false
 }
 
 var errNoValue = errors.New("no spec.value")
@@ -205,11 +226,17 @@ func ValidateID(id string) error {
 		errs = append(errs, fmt.Sprintf("longer than %d characters", validation.LabelValueMaxLength))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("cluster ID %q is not valid (it appears in DNS names and in the %s label, so it must be a DNS-1123 subdomain of at most %d characters): %s",
-			id, mcsapi.LabelSourceCluster, validation.LabelValueMaxLength, strings.Join(errs, "; "))
+		return &IDError{msg: fmt.Sprintf("cluster ID %q is not valid (it appears in DNS names and in the %s label, so it must be a DNS-1123 subdomain of at most %d characters): %s",
+			id, mcsapi.LabelSourceCluster, validation.LabelValueMaxLength, strings.Join(errs, "; "))}
 	}
 	return nil
 }
+
+// IDError is a cluster ID that keeps a member out: not valid, or another
+// member's.
+type IDError struct{ msg string }
+
+func (e *IDError) Error() string { return e.msg }
 
 // ValidateIDs checks every member's ID and that no two members share one.
 func ValidateIDs(ms []*Member) error {
@@ -221,10 +248,14 @@ func ValidateIDs(ms []*Member) error {
 			continue
 		}
 		if other, dup := seen[m.ID]; dup {
-			errs = append(errs, fmt.Errorf("contexts %q and %q have the same cluster ID %q: cluster IDs must be distinct", other, m.Context, m.ID))
+			errs = append(errs, duplicateID(other, m.Context, m.ID))
 			continue
 		}
 		seen[m.ID] = m.Context
 	}
 	return errors.Join(errs...)
+}
+
+func duplicateID(other, context, id string) error {
+	return &IDError{msg: fmt.Sprintf("contexts %q and %q have the same cluster ID %q: cluster IDs must be distinct", other, context, id)}
 }

@@ -79,10 +79,24 @@ func TestConversionRoundTrip(t *testing.T) {
 	assert.Equal(t, se, exportToBeta(ea))
 }
 
-// A member that answers but serves no MCS API, or refuses us, fails at
-// once; one that cannot be reached is retried.
-func TestPermanent(t *testing.T) {
-	assert.True(t, permanent(fmt.Errorf("context east: serviceexports %w", mcsapi.ErrNotServed)))
-	assert.True(t, permanent(apierrors.NewForbidden(schema.GroupResource{Resource: "serviceexports"}, "", errors.New("no"))))
-	assert.False(t, permanent(&url.Error{Op: "Get", URL: "https://127.0.0.1:1", Err: errors.New("connection refused")}))
+// Why a member cannot be used, in words an operator acts on; and whether
+// the failure came back from its API server (it answered and refused) or
+// the server could not be reached (which counts towards a disruption).
+func TestReasonAndReached(t *testing.T) {
+	for _, tc := range []struct {
+		err     error
+		reason  string
+		reached bool
+	}{
+		{fmt.Errorf("context east: serviceexports %w", mcsapi.ErrNotServed), "MCS API not served", true},
+		{apierrors.NewForbidden(schema.GroupResource{Resource: "serviceexports"}, "", errors.New("no")), "forbidden (the importer's RBAC", true},
+		{apierrors.NewUnauthorized("token expired"), "unauthorized", true},
+		{apierrors.NewNotFound(schema.GroupResource{Resource: "serviceexports"}, ""), "MCS API not served", true},
+		{&IDError{msg: "bad"}, "cluster ID rejected", true},
+		{&url.Error{Op: "Get", URL: "https://127.0.0.1:1", Err: errors.New("connection refused")}, "unreachable: ", false},
+		{apierrors.NewServiceUnavailable("etcd"), "unreachable: ", false},
+	} {
+		assert.Contains(t, Reason(tc.err), tc.reason, "%v", tc.err)
+		assert.Equal(t, tc.reached, Reached(tc.err), "%v", tc.err)
+	}
 }

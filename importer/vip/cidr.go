@@ -36,7 +36,7 @@ const ReasonClusterSetIPExhausted = "ClusterSetIPExhausted"
 // (pending), so the clusters it writes in one reconcile never disagree.
 type CIDR struct {
 	pool    *Pool
-	members []*members.Member
+	members Members
 	now     func() time.Time
 
 	mu      sync.Mutex
@@ -56,7 +56,10 @@ type CIDR struct {
 }
 
 // NewCIDR returns the clusterset-CIDR provider.
-func NewCIDR(pool *Pool, ms []*members.Member) *CIDR {
+func NewCIDR(pool *Pool, ms Members) *CIDR {
+	if ms == nil {
+		ms = members.Static(nil)
+	}
 	return &CIDR{pool: pool, members: ms, now: time.Now, pending: map[string]Claim{}, decided: map[string]time.Time{}, starved: map[string]time.Time{}}
 }
 
@@ -65,7 +68,7 @@ func NewCIDR(pool *Pool, ms []*members.Member) *CIDR {
 func (c *CIDR) claims() []Claim {
 	var out []Claim
 	seen := map[string]bool{}
-	for _, m := range c.members {
+	for _, m := range c.members.Members() {
 		mc := m.Caches()
 		if mc == nil {
 			continue
@@ -200,7 +203,7 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 // the import lives in others, where it may still wait.)
 func (c *CIDR) Release(_ context.Context, _, namespace, name string) error {
 	key := namespace + "/" + name
-	for _, m := range c.members {
+	for _, m := range c.members.Members() {
 		if mc := m.Caches(); mc != nil {
 			if si := mc.Import(namespace, name); si != nil && members.Owned(si) {
 				return nil // still imported somewhere: keep the claim

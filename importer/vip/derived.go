@@ -35,7 +35,7 @@ func DerivedName(namespace, name string) string {
 // kubernetes.io/service-name=<derived> so kube-proxy routes the VIP to the
 // remote endpoints. The VIP is per cluster and lives as long as the Service.
 type Derived struct {
-	members map[string]*members.Member // by cluster ID
+	members Members
 	// refused: per cluster ID, the IP families its API server refused a
 	// derived Service for (no Service range), and when; not asked again
 	// for refusedFor, so that an import no VIP can be made for does not
@@ -61,12 +61,8 @@ func (d *Derived) report(m *members.Member, verb, ns, name string) {
 }
 
 // NewDerived returns the derived-Service provider over the members.
-func NewDerived(ms []*members.Member) *Derived {
-	d := &Derived{members: map[string]*members.Member{}, refused: map[string]map[corev1.IPFamily]time.Time{}}
-	for _, m := range ms {
-		d.members[m.ID] = m
-	}
-	return d
+func NewDerived(ms Members) *Derived {
+	return &Derived{members: ms, refused: map[string]map[corev1.IPFamily]time.Time{}}
 }
 
 // OwnedService reports whether svc is a derived Service we manage.
@@ -231,8 +227,8 @@ func portsEqual(want, have []corev1.ServicePort) bool {
 // Assign implements Provider: it makes sure the derived Service exists with
 // the import's ports and returns its ClusterIPs.
 func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1beta1.ServiceImport) (Assignment, error) {
-	m, ok := d.members[clusterID]
-	if !ok {
+	m := d.members.Lookup(clusterID)
+	if m == nil {
 		return Assignment{}, fmt.Errorf("unknown cluster %q", clusterID)
 	}
 	name := DerivedName(desired.Namespace, desired.Name)
@@ -386,8 +382,8 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 
 // Release implements Provider: it deletes the derived Service, if any.
 func (d *Derived) Release(ctx context.Context, clusterID, namespace, name string) error {
-	m, ok := d.members[clusterID]
-	if !ok {
+	m := d.members.Lookup(clusterID)
+	if m == nil {
 		return nil
 	}
 	c := m.Caches()

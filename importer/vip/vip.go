@@ -2,8 +2,9 @@
 // imports their VIPs (the import's spec.ips). The reconcile calls the
 // Provider for every ClusterSetIP import it writes into an importing
 // cluster, and Release whenever an import must have no VIP there (deleted,
-// or Headless). This issue ships only None;
-// the derived-Service and clusterset-CIDR models plug in here.
+// or Headless). None, Derived
+// (--vip-mode=derived-service) and CIDR (--vip-mode=clusterset-cidr)
+// implement it.
 package vip
 
 import (
@@ -11,7 +12,16 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/importer/members"
 )
+
+// Members are the member clusters a provider reads and writes: those that
+// have joined so far (a members.Set, or members.Static).
+type Members interface {
+	Members() []*members.Member
+	Lookup(clusterID string) *members.Member
+}
 
 // Assignment is what a Provider adds to an import in one importing cluster.
 type Assignment struct {

@@ -1,0 +1,221 @@
+package members
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// decisions is a Set of the named members, none joined, with a clock the
+// test moves and the changes it was told of.
+type decisions struct {
+	*Set
+	now     time.Time
+	mu      sync.Mutex
+	changes []string
+}
+
+func newDecisions(t *testing.T, grace time.Duration, names ...string) *decisions {
+	d := &decisions{now: time.Unix(1000, 0)}
+	var cfgs []Config
+	for _, n := range names {
+		cfgs = append(cfgs, Config{Context: n})
+	}
+	d.Set = NewSet(SetOptions{
+		Members: cfgs, Grace: grace, ProbeInterval: time.Second,
+		OnChange: func(ch Change) {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.changes = append(d.changes, ch.Cluster()+"="+ch.State.String())
+		},
+		now: func() time.Time { return d.now },
+	})
+	d.start = d.now
+	return d
+}
+
+func (d *decisions) slot(name string) *slot {
+	for _, sl := range d.slots {
+		if sl.cfg.Context == name {
+			return sl
+		}
+	}
+	panic(name)
+}
+
+// joined makes name a joined, Up member (ID = name) without any API.
+func (d *decisions) joined(name string) *Member {
+	m := &Member{Context: name, ID: name}
+	m.setState(Up, d.now)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sl := d.slot(name)
+	sl.member, sl.attempted = m, true
+	d.rebuild()
+	return m
+}
+
+// away makes a never-joined member's attempts fail to reach it.
+func (d *decisions) away(name string) {
+	sl := d.slot(name)
+	sl.attempted, sl.netDown, sl.reason = true, true, "unreachable: connection refused"
+}
+
+// cut makes a joined member Unreachable (network) now.
+func (d *decisions) cut(name string) {
+	sl := d.slot(name)
+	sl.member.setState(Unreachable, d.now)
+	sl.netDown, sl.reason = true, "unreachable: connection refused"
+}
+
+func (d *decisions) back(name string) {
+	sl := d.slot(name)
+	if sl.member == nil {
+		d.joined(name)
+		return
+	}
+	sl.member.setState(Up, d.now)
+	sl.netDown, sl.reason = false, ""
+}
+
+func (d *decisions) step(by time.Duration) []string {
+	d.now = d.now.Add(by)
+	d.mu.Lock()
+	d.changes = nil
+	d.mu.Unlock()
+	d.decide()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.changes
+}
+
+func (d *decisions) state(name string) State {
+	for _, st := range d.Statuses() {
+		if st.Context == name {
+			return st.State
+		}
+	}
+	return -1
+}
+
+func TestSetHoldsUnknownMembersForTheGracePeriod(t *testing.T) {
+	d := newDecisions(t, 10*time.Second, "east", "west", "north")
+	d.joined("east")
+	d.joined("west")
+	d.away("north")
+	h := d.Hold()
+	require.True(t, h.Active())
+	assert.True(t, h.Holds("north"), "a cluster no joined member has may be north's")
+	assert.True(t, h.Holds("north-renamed"), "north's ID is not known before it answers")
+	assert.False(t, h.Holds("east"))
+
+	assert.Empty(t, d.step(9*time.Second), "within the grace period since the start")
+	assert.Equal(t, Unknown, d.state("north"))
+	assert.Equal(t, []string{"north=down"}, d.step(time.Second), "withdrawn when it has passed")
+	assert.Equal(t, Down, d.state("north"))
+	assert.False(t, d.Hold().Active(), "nothing is held once no member is unknown")
+	assert.Empty(t, d.step(time.Minute), "withdrawn once")
+
+	// Joining later ends the hold too.
+	d2 := newDecisions(t, 10*time.Second, "east", "north")
+	d2.joined("east")
+	d2.away("north")
+	assert.True(t, d2.Hold().Active())
+	d2.joined("north")
+	assert.False(t, d2.Hold().Active())
+}
+
+func TestSetWithdrawsAnUnreachableMemberAfterTheGracePeriod(t *testing.T) {
+	d := newDecisions(t, 10*time.Second, "east", "west", "north")
+	for _, n := range []string{"east", "west", "north"} {
+		d.joined(n)
+	}
+	d.cut("north")
+	assert.Empty(t, d.step(9*time.Second))
+	assert.Equal(t, []string{"north=down"}, d.step(time.Second))
+	assert.Nil(t, d.slot("north").member.Caches())
+}
+
+// A member flapping faster than the grace period is never withdrawn; one
+// flapping slower is withdrawn at most once per grace period.
+func TestSetBoundsWithdrawalsOfAFlappingMember(t *testing.T) {
+	d := newDecisions(t, 10*time.Second, "east", "west", "north")
+	for _, n := range []string{"east", "west", "north"} {
+		d.joined(n)
+	}
+	for range 6 { // down 5 s, up 5 s
+		d.cut("north")
+		assert.Empty(t, d.step(5*time.Second))
+		d.back("north")
+		assert.Empty(t, d.step(5*time.Second))
+	}
+	var withdrawals int
+	for range 20 { // down 11 s (past the grace period), up 1 s
+		d.cut("north")
+		for range 11 {
+			withdrawals += len(d.step(time.Second))
+		}
+		d.back("north")
+		withdrawals += len(d.step(time.Second))
+	}
+	// 240 s: one withdrawal per 12 s cycle would be 20; at most one per
+	// grace period since the last, and each needs 10 s unreachable.
+	assert.LessOrEqual(t, withdrawals, 20)
+	assert.GreaterOrEqual(t, withdrawals, 1)
+}
+
+// Most members unreachable at once: nothing is withdrawn however long it
+// lasts; when it ends, the grace periods of those still away count from
+// then, so members coming back one by one lose nothing.
+func TestSetDisruptionWithdrawsNothing(t *testing.T) {
+	d := newDecisions(t, 30*time.Second, "east", "west", "north")
+	for _, n := range []string{"east", "west", "north"} {
+		d.joined(n)
+	}
+	d.cut("east")
+	d.cut("west")
+	d.cut("north")
+	for range 10 {
+		assert.Empty(t, d.step(10*time.Second), "disrupted: no withdrawal")
+	}
+	d.back("east")
+	assert.Empty(t, d.step(20*time.Second), "two of three still away: disrupted")
+	d.back("west")
+	assert.Empty(t, d.step(20*time.Second), "disruption over 20 s ago: north is within its grace period")
+	d.back("north")
+	assert.Empty(t, d.step(time.Minute))
+	for _, n := range []string{"east", "west", "north"} {
+		assert.Equal(t, Up, d.state(n))
+	}
+
+	// The same after a restart during the outage: every member unknown.
+	r := newDecisions(t, 30*time.Second, "east", "west", "north")
+	r.away("east")
+	r.away("west")
+	r.away("north")
+	for range 10 {
+		assert.Empty(t, r.step(10*time.Second))
+	}
+	r.joined("east")
+	assert.Empty(t, r.step(20*time.Second))
+	assert.True(t, r.Hold().Holds("north"), "east's imports from north are held")
+	r.joined("west")
+	assert.Empty(t, r.step(time.Second), "the disruption ends now")
+	assert.Empty(t, r.step(29*time.Second))
+	assert.True(t, r.Hold().Holds("north"))
+	assert.Equal(t, []string{"north=down"}, r.step(time.Second), "30 s after the disruption ended")
+
+	// Refusals (401/403) are answers, not a disruption.
+	f := newDecisions(t, 10*time.Second, "east", "west", "north")
+	for _, n := range []string{"east", "west", "north"} {
+		f.joined(n)
+	}
+	for _, n := range []string{"west", "north"} {
+		f.cut(n)
+		f.slot(n).netDown = false
+	}
+	assert.ElementsMatch(t, []string{"west=down", "north=down"}, f.step(10*time.Second))
+}
