@@ -99,8 +99,8 @@ type Options struct {
 	// name it.
 	LeaderElectKubeconfig string
 	LeaderElectContext    string
-	LeaderElectNamespace string
-	LeaderElectName      string
+	LeaderElectNamespace  string
+	LeaderElectName       string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune the election.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 

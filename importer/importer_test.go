@@ -470,7 +470,7 @@ func TestImporter(t *testing.T) {
 		assert.Equal(t, http.StatusOK, code)
 		assert.Contains(t, body, "member north: unknown: unreachable")
 		assert.Equal(t, "unknown", memberState(t, r, "north"))
-		ns := "imp-joins-late"
+		ns := "imp-down-at-start"
 		mkNamespace(t, ns, all...)
 		mkService(t, east, ns, "web", false, tcpPort("http", 80))
 		putSlice(t, east, ns, "web", "web-1", ips(1, "10.61.0")...)
@@ -790,7 +790,7 @@ func testInvalid(t *testing.T, east, west, north *cluster.Cluster) {
 }
 
 func testLateNamespace(t *testing.T, east, west, north *cluster.Cluster) {
-	ns := "imp-joins-late"
+	ns := "imp-late"
 	mkNamespace(t, ns, east, west)
 	mkService(t, east, ns, "web", false, tcpPort("http", 80))
 	putSlice(t, east, ns, "web", "web-1", ips(1, "10.4.0")...)

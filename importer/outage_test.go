@@ -1,0 +1,394 @@
+package importer_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/test/cluster"
+	"github.com/mcs-dns/mcs-dns/test/procs"
+)
+
+// The outage tests run the importer as a process against real API servers
+// and cut the importer's connections with a TCP proxy in front of each
+// member (the API server itself keeps running, so the test can look).
+
+// proxiedSet starts member clusters, each reached by the importer through
+// a proxy the test can cut; the kubeconfig names them as the clusters do.
+func proxiedSet(t *testing.T, names ...string) (*cluster.Set, map[string]*proxy, string) {
+	t.Helper()
+	set := cluster.Start(t, cluster.Names(names...)...)
+	proxies := map[string]*proxy{}
+	for _, c := range set.Clusters {
+		u, err := url.Parse(c.Config.Host)
+		require.NoError(t, err)
+		proxies[c.Name] = startProxy(t, u.Host)
+	}
+	return set, proxies, kubeconfigVia(t, set, proxies, nil)
+}
+
+// importerProc is mcs-importer as a process, with its metrics address.
+type importerProc struct {
+	*procs.Process
+	addr string
+}
+
+func startImporterProc(t *testing.T, name string, args ...string) *importerProc {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", procs.FreePort(t))
+	p := procs.Start(t, name, procs.ImporterBinary(t), append(args, "--metrics-addr", addr)...)
+	return &importerProc{Process: p, addr: addr}
+}
+
+func (p *importerProc) get(path string) (int, string, error) {
+	resp, err := http.Get("http://" + p.addr + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+var sampleLine = regexp.MustCompile(`^([a-z_]+)(\{[^}]*\})? (\S+)$`)
+
+// metrics returns the samples of the named metric, by their label string
+// (`cluster="east",state="up"`); nil when the process does not answer.
+func (p *importerProc) metrics(name string) map[string]float64 {
+	code, body, err := p.get("/metrics")
+	if err != nil || code != http.StatusOK {
+		return nil
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		m := sampleLine.FindStringSubmatch(sc.Text())
+		if m == nil || m[1] != name {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err == nil {
+			out[strings.Trim(m[2], "{}")] = v
+		}
+	}
+	return out
+}
+
+// state is the member_state of cluster ("" when not known).
+func (p *importerProc) state(cluster string) string {
+	for labels, v := range p.metrics("mcs_importer_member_state") {
+		if v == 1 && strings.Contains(labels, `cluster="`+cluster+`"`) {
+			_, st, _ := strings.Cut(labels, `state="`)
+			return strings.TrimSuffix(st, `"`)
+		}
+	}
+	return ""
+}
+
+// writesTo sums mcs_importer_writes_total for the given clusters.
+func (p *importerProc) writesTo(clusters ...string) float64 {
+	var sum float64
+	for labels, v := range p.metrics("mcs_importer_writes_total") {
+		for _, c := range clusters {
+			if strings.Contains(labels, `cluster="`+c+`"`) {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// exportIn exports a ClusterSetIP Service name in c, with one endpoint.
+func exportIn(t *testing.T, c *cluster.Cluster, ns, name, ip string) {
+	t.Helper()
+	mkService(t, c, ns, name, false, tcpPort("http", 80))
+	putSlice(t, c, ns, name, name+"-1", ep{ip: ip, ready: true})
+	mkExport(t, c, ns, name)
+}
+
+// A member that is down when the importer starts, in each position: the
+// first context, a member that only imports, and the cluster holding the
+// leader Lease. The importer imports among the others (except while the
+// Lease's cluster is away: no replica leads then, as documented), and the
+// member joins without a restart when it answers.
+func TestMemberDownAtStart(t *testing.T) {
+	t.Parallel()
+	set, proxies, kubeconfig := proxiedSet(t, "east", "west", "north")
+	east, west, north := set.Get("east"), set.Get("west"), set.Get("north")
+	all := []*cluster.Cluster{east, west, north}
+	ns := "down-at-start"
+	mkNamespace(t, ns, all...)
+	base := []string{"--kubeconfig", kubeconfig, "--contexts", "east,west,north", "--health-probe-interval", "200ms",
+		"--endpoint-grace-period", "30s", "--vip-mode", "none", "--connect-timeout", "5s"}
+
+	t.Run("first context", func(t *testing.T) {
+		proxies["east"].pause()
+		exportIn(t, east, ns, "from-east", "10.70.0.1") // made while the importer cannot see east
+		started := time.Now()
+		p := startImporterProc(t, "importer", base...)
+		exportIn(t, west, ns, "from-west", "10.70.1.1")
+		waitEndpoints(t, []*cluster.Cluster{west, north}, ns, "from-west", map[string][]string{"west": {"10.70.1.1"}})
+		t.Logf("measured: imported among west and north %s after start-up, east down", time.Since(started).Round(time.Millisecond))
+		code, body, err := p.get("/readyz")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, code, body)
+		assert.Contains(t, body, "member east: unknown: unreachable")
+		assert.Equal(t, "unknown", p.state("east"))
+		assert.Contains(t, p.Output(), "member cluster cannot be joined; retrying with back-off")
+		back := time.Now()
+		proxies["east"].resume(t)
+		waitEndpoints(t, all, ns, "from-west", map[string][]string{"west": {"10.70.1.1"}})
+		waitEndpoints(t, all, ns, "from-east", map[string][]string{"east": {"10.70.0.1"}})
+		t.Logf("measured: east joined, imported into and exported from, %s after it answered", time.Since(back).Round(time.Millisecond))
+		require.NoError(t, p.Stop())
+	})
+
+	t.Run("importing-only member", func(t *testing.T) {
+		proxies["north"].pause()
+		started := time.Now()
+		p := startImporterProc(t, "importer", base...)
+		exportIn(t, east, ns, "second", "10.70.2.1")
+		waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "second", map[string][]string{"east": {"10.70.2.1"}})
+		t.Logf("measured: imported among east and west %s after start-up, north down", time.Since(started).Round(time.Millisecond))
+		back := time.Now()
+		proxies["north"].resume(t)
+		waitEndpoints(t, all, ns, "second", map[string][]string{"east": {"10.70.2.1"}})
+		t.Logf("measured: north joined and got the import %s after it answered", time.Since(back).Round(time.Millisecond))
+		require.NoError(t, p.Stop())
+	})
+
+	t.Run("the Lease's cluster", func(t *testing.T) {
+		proxies["west"].pause()
+		args := append(base, "--leader-elect", "--leader-elect-context", "west", "--leader-elect-lease-duration", "4s",
+			"--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms")
+		p := startImporterProc(t, "importer", args...)
+		exportIn(t, east, ns, "third", "10.70.3.1")
+		// No replica can take the Lease: nothing is imported (documented).
+		time.Sleep(5 * time.Second)
+		_, err := getImport(north, ns, "third")
+		assert.Error(t, err, "imported without holding the Lease")
+		assert.Contains(t, p.Output(), "waiting for the leader Lease")
+		code, _, err := p.get("/readyz")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, code, "a replica without the Lease is not ready")
+		back := time.Now()
+		proxies["west"].resume(t)
+		waitEndpoints(t, all, ns, "third", map[string][]string{"east": {"10.70.3.1"}})
+		t.Logf("measured: led and imported %s after the Lease's cluster answered", time.Since(back).Round(time.Millisecond))
+	})
+}
+
+// objectsState is, for every object the importer owns in cs (imports,
+// mirrored slices, derived Services), its UID and resourceVersion, plus
+// each import's and derived Service's VIPs.
+func objectsState(t *testing.T, cs []*cluster.Cluster, ns string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	owned := metav1.ListOptions{LabelSelector: mcsapi.LabelManagedBy + "=" + mcsapi.ManagedByImporter}
+	for _, c := range cs {
+		sis, err := c.MCS.MulticlusterV1beta1().ServiceImports(ns).List(bg(), owned)
+		require.NoError(t, err)
+		for _, si := range sis.Items {
+			out[c.Name+"/ServiceImport/"+si.Name] = fmt.Sprintf("%s %s %v", si.UID, si.ResourceVersion, si.Spec.IPs)
+		}
+		sl, err := c.Kube.DiscoveryV1().EndpointSlices(ns).List(bg(), owned)
+		require.NoError(t, err)
+		for _, s := range sl.Items {
+			out[c.Name+"/EndpointSlice/"+s.Name] = fmt.Sprintf("%s %s", s.UID, s.ResourceVersion)
+		}
+		svcs, err := c.Kube.CoreV1().Services(ns).List(bg(), metav1.ListOptions{LabelSelector: mcsapi.LabelDerivedFor})
+		require.NoError(t, err)
+		for _, s := range svcs.Items {
+			out[c.Name+"/Service/"+s.Name] = fmt.Sprintf("%s %s %v", s.UID, s.ResourceVersion, s.Spec.ClusterIPs)
+		}
+	}
+	return out
+}
+
+// Every member away from the importer past the grace period (its own
+// connections cut; the members healthy all along), then back one at a
+// time 20 s apart: nothing whose exporter is alive is deleted, recreated
+// or rewritten, and no VIP changes.
+func TestClustersetOutage(t *testing.T) {
+	t.Parallel()
+	set, proxies, kubeconfig := proxiedSet(t, "east", "west", "north")
+	all := set.Clusters
+	ns := "outage"
+	mkNamespace(t, ns, all...)
+	for i, c := range all {
+		for j := range 5 {
+			exportIn(t, c, ns, fmt.Sprintf("%s-%d", c.Name, j), fmt.Sprintf("10.71.%d.%d", i, j+1))
+		}
+	}
+	const grace = 30 * time.Second
+	p := startImporterProc(t, "importer", "--kubeconfig", kubeconfig, "--contexts", "east,west,north",
+		"--health-probe-interval", "200ms", "--endpoint-grace-period", grace.String())
+	require.Eventually(t, func() bool {
+		st := objectsState(t, all, ns)
+		imports, derived := 0, 0
+		for k, v := range st {
+			switch {
+			case strings.Contains(k, "/ServiceImport/") && !strings.HasSuffix(v, "[]"):
+				imports++
+			case strings.Contains(k, "/Service/"):
+				derived++
+			}
+		}
+		return imports == 15*3 && derived == 15*3
+	}, 2*waitFor, tick, "15 imports with VIPs in each of 3 members")
+	quiesceProc(t, p)
+	before := objectsState(t, all, ns)
+	writesBefore := p.writesTo("east", "west", "north")
+
+	cut := time.Now()
+	for _, px := range proxies {
+		px.pause()
+	}
+	require.Eventually(t, func() bool {
+		return p.state("east") == "unreachable" && p.state("west") == "unreachable" && p.state("north") == "unreachable"
+	}, waitFor, tick)
+	time.Sleep(grace + 5*time.Second - time.Since(cut))
+	for _, name := range []string{"east", "west", "north"} {
+		assert.Equal(t, "unreachable", p.state(name), "%s withdrawn during a disruption", name)
+	}
+	for i, name := range []string{"east", "west", "north"} {
+		if i > 0 {
+			time.Sleep(20 * time.Second)
+		}
+		proxies[name].resume(t)
+	}
+	require.Eventually(t, func() bool {
+		return p.state("east") == "up" && p.state("west") == "up" && p.state("north") == "up"
+	}, waitFor, tick)
+	quiesceProc(t, p)
+	after := objectsState(t, all, ns)
+	assert.Equal(t, before, after, "objects deleted, recreated, rewritten or VIPs changed")
+	writes := p.writesTo("east", "west", "north") - writesBefore
+	t.Logf("measured: %d objects checked; %.0f writes from the cut to the end (away %s, back 20 s apart)", len(after), writes, time.Since(cut).Round(time.Second))
+	assert.Zero(t, writes)
+	assert.Contains(t, p.Output(), "suspecting the importer's own network")
+	assert.NotContains(t, p.Output(), "withdrawn after the grace period")
+}
+
+// quiesceProc waits until p has made no write for 3 s.
+func quiesceProc(t *testing.T, p *importerProc) {
+	t.Helper()
+	last, since := p.writesTo("east", "west", "north"), time.Now()
+	require.Eventually(t, func() bool {
+		now := p.writesTo("east", "west", "north")
+		if now != last {
+			last, since = now, time.Now()
+			return false
+		}
+		return time.Since(since) >= 3*time.Second
+	}, 2*waitFor, 200*time.Millisecond, "the importer kept writing")
+}
+
+// One member flapping (down 5 s, up 5 s) for 30 s, with a grace period
+// longer than its absences: no write to the other members, no withdrawal,
+// no goroutine growth. Then a member away for longer than the grace
+// period is withdrawn once, logged with the number of services, counted,
+// and dropped from status.clusters.
+func TestFlappingMember(t *testing.T) {
+	t.Parallel()
+	set, proxies, kubeconfig := proxiedSet(t, "east", "west", "north")
+	east, west, north := set.Get("east"), set.Get("west"), set.Get("north")
+	all := set.Clusters
+	ns := "flap"
+	mkNamespace(t, ns, all...)
+	exportIn(t, east, ns, "web", "10.72.0.1")
+	exportIn(t, north, ns, "web", "10.72.2.1")
+	exportIn(t, north, ns, "api", "10.72.2.2")
+	p := startImporterProc(t, "importer", "--kubeconfig", kubeconfig, "--contexts", "east,west,north",
+		"--health-probe-interval", "200ms", "--endpoint-grace-period", "8s")
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east": {"10.72.0.1"}, "north": {"10.72.2.1"}})
+	waitEndpoints(t, all, ns, "api", map[string][]string{"north": {"10.72.2.2"}})
+	quiesceProc(t, p)
+	goroutines := func() float64 { return p.metrics("go_goroutines")[""] }
+	g0 := goroutines()
+	w0 := p.writesTo("east", "west")
+
+	for range 3 {
+		proxies["north"].pause()
+		time.Sleep(5 * time.Second)
+		proxies["north"].resume(t)
+		time.Sleep(5 * time.Second)
+	}
+	require.Eventually(t, func() bool { return p.state("north") == "up" }, waitFor, tick)
+	quiesceProc(t, p)
+	flapWrites := p.writesTo("east", "west") - w0
+	g1 := goroutines()
+	t.Logf("measured: flapping 30 s: %.0f writes to east and west; goroutines %.0f -> %.0f", flapWrites, g0, g1)
+	assert.Zero(t, flapWrites)
+	assert.LessOrEqual(t, g1, g0+10, "goroutines grew")
+	assert.NotContains(t, p.Output(), "withdrawn after the grace period")
+
+	// Away past the grace period: withdrawn once.
+	proxies["north"].pause()
+	waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "web", map[string][]string{"east": {"10.72.0.1"}})
+	waitNoImport(t, []*cluster.Cluster{east, west}, ns, "api")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		si, err := getImport(west, ns, "web")
+		if assert.NoError(c, err) {
+			assert.Equal(c, []string{"east"}, clusterIDs(si))
+		}
+	}, waitFor, tick)
+	assert.Equal(t, 1.0, p.metrics("mcs_importer_member_withdrawals_total")[`cluster="north"`])
+	assert.Equal(t, 1, strings.Count(p.Output(), "withdrawn after the grace period"))
+	assert.Regexp(t, `withdrawn after the grace period.*cluster=north services=2`, p.Output())
+	proxies["north"].resume(t)
+	waitEndpoints(t, all, ns, "api", map[string][]string{"north": {"10.72.2.2"}})
+}
+
+// The leader SIGKILLed while a member is down: the standby takes the Lease
+// over and keeps importing among the members that answer; the member joins
+// when it answers.
+func TestLeaderKilledWhileMemberDown(t *testing.T) {
+	t.Parallel()
+	set, proxies, kubeconfig := proxiedSet(t, "east", "west", "north")
+	east, west := set.Get("east"), set.Get("west")
+	all := set.Clusters
+	ns := "failover"
+	mkNamespace(t, ns, all...)
+	proxies["north"].pause()
+	// The Lease in east, reached directly (not through the proxies).
+	args := []string{"--kubeconfig", kubeconfig, "--contexts", "east,west,north", "--health-probe-interval", "200ms",
+		"--endpoint-grace-period", "30s", "--leader-elect", "--leader-elect-kubeconfig", set.Kubeconfig, "--leader-elect-context", "east",
+		"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
+	a := startImporterProc(t, "importer-a", args...)
+	b := startImporterProc(t, "importer-b", args...)
+	var leader, standby *importerProc
+	require.Eventually(t, func() bool {
+		switch {
+		case strings.Contains(a.Output(), "msg=leading"):
+			leader, standby = a, b
+		case strings.Contains(b.Output(), "msg=leading"):
+			leader, standby = b, a
+		}
+		return leader != nil
+	}, waitFor, tick)
+	exportIn(t, east, ns, "one", "10.73.0.1")
+	waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "one", map[string][]string{"east": {"10.73.0.1"}})
+	killed := time.Now()
+	leader.Kill()
+	require.Eventually(t, func() bool { return strings.Contains(standby.Output(), "msg=leading") }, waitFor, tick)
+	exportIn(t, west, ns, "two", "10.73.1.1")
+	waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "two", map[string][]string{"west": {"10.73.1.1"}})
+	t.Logf("measured: the standby led and imported %s after the leader was killed", time.Since(killed).Round(time.Millisecond))
+	assert.Equal(t, "unknown", standby.state("north"))
+	proxies["north"].resume(t)
+	waitEndpoints(t, all, ns, "one", map[string][]string{"east": {"10.73.0.1"}})
+	waitEndpoints(t, all, ns, "two", map[string][]string{"west": {"10.73.1.1"}})
+}
