@@ -392,3 +392,69 @@ func TestLeaderKilledWhileMemberDown(t *testing.T) {
 	waitEndpoints(t, all, ns, "one", map[string][]string{"east": {"10.73.0.1"}})
 	waitEndpoints(t, all, ns, "two", map[string][]string{"west": {"10.73.1.1"}})
 }
+
+// The importer restarted while a member is away: what came from that member
+// (its own import, and its endpoints in an import it shares with a live
+// member) is left exactly as it is while it has not been seen, and rewritten
+// not at all when it comes back within the grace period; a live member's
+// own import is reconciled meanwhile. Restarted again with the member away
+// past the grace period, what came from it is withdrawn, and said so once.
+func TestRestartWithMemberAway(t *testing.T) {
+	t.Parallel()
+	set, proxies, kubeconfig := proxiedSet(t, "east", "west", "north")
+	east, west, north := set.Get("east"), set.Get("west"), set.Get("north")
+	all := set.Clusters
+	ns := "restart-away"
+	mkNamespace(t, ns, all...)
+	exportIn(t, north, ns, "from-north", "10.74.2.1")
+	exportIn(t, north, ns, "shared", "10.74.2.2")
+	exportIn(t, east, ns, "shared", "10.74.0.2")
+	exportIn(t, east, ns, "from-east", "10.74.0.1")
+	args := []string{"--kubeconfig", kubeconfig, "--contexts", "east,west,north", "--health-probe-interval", "200ms", "--vip-mode", "none"}
+	first := startImporterProc(t, "importer-1", append(args, "--endpoint-grace-period", "15s")...)
+	waitEndpoints(t, all, ns, "from-north", map[string][]string{"north": {"10.74.2.1"}})
+	waitEndpoints(t, all, ns, "shared", map[string][]string{"north": {"10.74.2.2"}, "east": {"10.74.0.2"}})
+	waitEndpoints(t, all, ns, "from-east", map[string][]string{"east": {"10.74.0.1"}})
+	quiesceProc(t, first)
+	require.NoError(t, first.Stop())
+	liveOnly := []*cluster.Cluster{east, west}
+	held := func(st map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range st {
+			if strings.Contains(k, "from-north") || strings.Contains(k, "shared") {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	before := held(objectsState(t, liveOnly, ns))
+	require.NotEmpty(t, before)
+
+	proxies["north"].pause()
+	second := startImporterProc(t, "importer-2", append(args, "--endpoint-grace-period", "15s")...)
+	require.Eventually(t, func() bool { return second.state("west") == "up" && second.state("east") == "up" }, waitFor, tick)
+	// A live member's own import is reconciled while north is unknown.
+	putSlice(t, east, ns, "from-east", "from-east-1", ep{ip: "10.74.0.9", ready: true})
+	waitEndpoints(t, liveOnly, ns, "from-east", map[string][]string{"east": {"10.74.0.9"}})
+	time.Sleep(3 * time.Second)
+	assert.Equal(t, before, held(objectsState(t, liveOnly, ns)), "what may have come from north changed while it was unknown")
+	assert.Equal(t, "unknown", second.state("north"))
+	proxies["north"].resume(t)
+	require.Eventually(t, func() bool { return second.state("north") == "up" }, waitFor, tick)
+	quiesceProc(t, second)
+	assert.Equal(t, before, held(objectsState(t, liveOnly, ns)), "north's imports were rewritten when it joined")
+	require.NoError(t, second.Stop())
+
+	proxies["north"].pause()
+	started := time.Now()
+	third := startImporterProc(t, "importer-3", append(args, "--endpoint-grace-period", "5s")...)
+	waitNoImport(t, liveOnly, ns, "from-north")
+	waitEndpoints(t, liveOnly, ns, "shared", map[string][]string{"east": {"10.74.0.2"}})
+	t.Logf("measured: withdrawn %s after a start-up with north away (grace 5s)", time.Since(started).Round(time.Millisecond))
+	assert.GreaterOrEqual(t, time.Since(started), 5*time.Second)
+	assert.Equal(t, 1, strings.Count(third.Output(), "not seen within the grace period since the start"))
+	assert.Regexp(t, `not seen within the grace period since the start.*context=north services=2`, third.Output())
+	assert.Equal(t, "down", third.state("north"))
+	proxies["north"].resume(t)
+	waitEndpoints(t, all, ns, "from-north", map[string][]string{"north": {"10.74.2.1"}})
+}

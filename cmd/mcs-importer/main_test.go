@@ -126,7 +126,7 @@ func TestBinary(t *testing.T) {
 		for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
 			var rec map[string]any
 			require.NoError(t, json.Unmarshal([]byte(line), &rec), "not a JSON log line: %s", line)
-			if rec["msg"] == "member cluster" {
+			if rec["msg"] == "member cluster joined" {
 				sawMember = true
 				assert.Equal(t, "solo-1", rec["cluster"])
 				assert.Equal(t, "ClusterProperty", rec["idFrom"])
