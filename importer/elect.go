@@ -155,7 +155,7 @@ func vipProvider(o Options, ms vip.Members) (vip.Provider, *bool, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return vip.NewCIDR(pool, ms), def, nil
+		return vip.NewCIDROrDerived(pool, ms), def, nil
 	}
 	return vip.None{}, nil, nil
 }

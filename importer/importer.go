@@ -80,7 +80,8 @@ type Options struct {
 
 	// VIPMode is how ClusterSetIP imports get VIPs: "derived-service" (a
 	// per-cluster derived Service), "clusterset-cidr" (one VIP clusterset-
-	// wide from ClusterSetCIDRs) or "none".
+	// wide from ClusterSetCIDRs for exports that opt in, a derived
+	// Service's for the others) or "none".
 	VIPMode string
 	// ClusterSetCIDRs are the ranges clusterset-wide VIPs come from (at
 	// most one IPv4 and one IPv6).
@@ -207,7 +208,7 @@ Flags (one or two leading dashes):
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long one attempt to join a member cluster (cluster ID and API discovery) may take; failed attempts are retried with back-off")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log `format`: text or json (structured logs on stderr)")
 	fs.IntVar(&o.Verbosity, "v", o.Verbosity, "log `level`: 0 logs info and above, 1 or more adds debug (every write)")
-	fs.StringVar(&o.VIPMode, "vip-mode", o.VIPMode, "how ClusterSetIP imports get their VIP: derived-service (a derived ClusterIP Service per importing cluster; kube-proxy routes it), clusterset-cidr (one VIP clusterset-wide from --clusterset-cidr, for exports that opt in), or none")
+	fs.StringVar(&o.VIPMode, "vip-mode", o.VIPMode, "how ClusterSetIP imports get their VIP: derived-service (a derived ClusterIP Service per importing cluster; kube-proxy routes it), clusterset-cidr (one VIP clusterset-wide from --clusterset-cidr for exports that opt in, a derived Service's for the others), or none")
 	fs.Var(listFlag{&o.ClusterSetCIDRs}, "clusterset-cidr", "comma-separated `CIDRs` (at most one IPv4 and one IPv6) clusterset-wide VIPs come from (--vip-mode=clusterset-cidr)")
 	fs.BoolVar(&o.ClusterSetIPDefault, "clusterset-ip-default", o.ClusterSetIPDefault, "with --vip-mode=clusterset-cidr: give every export a clusterset-wide VIP unless its annotation mcs-dns.io/use-clusterset-ip is \"false\" (otherwise only exports annotated \"true\" get one)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run as one of several replicas: only the holder of a Lease works; the others take over when it goes away (while the Lease's cluster is unreachable no replica works)")
@@ -366,8 +367,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	var leftovers vip.Provider
-	if o.VIP == nil && o.VIPMode != VIPModeDerived {
-		// Derived Services an earlier --vip-mode=derived-service made.
+	if o.VIP == nil && o.VIPMode == VIPModeNone {
+		// Derived Services an earlier --vip-mode made.
 		leftovers = vip.NewDerived(set)
 	}
 	ctrl = controller.New(controller.Options{Members: set, VIP: provider, Leftovers: leftovers, Log: log, Registerer: reg, ClusterSetIPDefault: csDefault})

@@ -425,9 +425,14 @@ func TestClusterSetCIDRVIPs(t *testing.T) {
 	exportService(t, east, "shop", "a", annotate("true"))
 	exportService(t, east, "shop", "plain")
 	va := vipOf("shop", "a")
-	importIPs(t, cs, "shop", "plain", func(_ *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
-		if len(si.Spec.IPs) != 0 || si.Spec.Type != mcsv1beta1.ClusterSetIP {
-			return fmt.Errorf("not opted in, yet ips %v", si.Spec.IPs)
+	// Not opted in: each cluster's derived Service's VIP, outside the pool.
+	importIPs(t, cs, "shop", "plain", func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+		if len(si.Spec.IPs) != 1 || si.Spec.Type != mcsv1beta1.ClusterSetIP || pool.Contains(netip.MustParseAddr(si.Spec.IPs[0])) {
+			return fmt.Errorf("not opted in: want the derived Service's VIP, have ips %v", si.Spec.IPs)
+		}
+		svc, err := c.Kube.CoreV1().Services("shop").Get(bg(), vip.DerivedName("shop", "plain"), metav1.GetOptions{})
+		if err != nil || svc.Spec.ClusterIP != si.Spec.IPs[0] {
+			return fmt.Errorf("derived Service: %v %v", svc, err)
 		}
 		return nil
 	})

@@ -1,0 +1,60 @@
+package vip
+
+import (
+	"context"
+	"errors"
+
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// CIDROrDerived is --vip-mode=clusterset-cidr: an import whose exports opt
+// in (the aggregate marks it mcs-dns.io/use-clusterset-ip=true) gets one
+// VIP clusterset-wide from the CIDR; any other ClusterSetIP import gets its
+// derived Service's VIP in each cluster, so that every ClusterSetIP import
+// has an IP per family, as the MCS API asks. An import that opts in or out
+// moves from one to the other (the VIP it leaves is released).
+type CIDROrDerived struct {
+	CIDR    *CIDR
+	Derived *Derived
+}
+
+// NewCIDROrDerived returns the clusterset-cidr provider over the members.
+func NewCIDROrDerived(pool *Pool, ms Members) *CIDROrDerived {
+	return &CIDROrDerived{CIDR: NewCIDR(pool, ms), Derived: NewDerived(ms)}
+}
+
+// Assign implements Provider.
+func (p *CIDROrDerived) Assign(ctx context.Context, clusterID string, desired *mcsv1beta1.ServiceImport) (Assignment, error) {
+	if desired.Annotations[mcsapi.AnnotationUseClusterSetIP] == "true" {
+		if err := p.Derived.Release(ctx, clusterID, desired.Namespace, desired.Name); err != nil {
+			return Assignment{}, err
+		}
+		return p.CIDR.Assign(ctx, clusterID, desired)
+	}
+	// Not opted in: the CIDR forgets any wait for an address.
+	if _, err := p.CIDR.Assign(ctx, clusterID, desired); err != nil {
+		return Assignment{}, err
+	}
+	return p.Derived.Assign(ctx, clusterID, desired)
+}
+
+// Release implements Provider.
+func (p *CIDROrDerived) Release(ctx context.Context, clusterID, namespace, name string) error {
+	return errors.Join(p.Derived.Release(ctx, clusterID, namespace, name), p.CIDR.Release(ctx, clusterID, namespace, name))
+}
+
+// Waiting implements Waiter.
+func (p *CIDROrDerived) Waiting() []string { return p.CIDR.Waiting() }
+
+// ReportWrites makes the derived Services' writes reported to f.
+func (p *CIDROrDerived) ReportWrites(f func(m *members.Member, kind, verb, ns, name string)) {
+	p.Derived.ReportWrites(f)
+}
+
+var (
+	_ Provider = (*CIDROrDerived)(nil)
+	_ Waiter   = (*CIDROrDerived)(nil)
+)
