@@ -20,7 +20,7 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build kube-apiserver + etcd into .cache/k8s/ (once; 4-10 min cold) and apt-install dig, dnsperf if missing
+tools: ## Build kube-apiserver, kube-controller-manager, etcd and kwok into .cache/k8s/ (once; 10-20 min cold) and apt-install dig, dnsperf if missing
 	@hack/tools.sh
 
 .PHONY: build
@@ -51,6 +51,12 @@ bench: tools build ## mcs vs CoreDNS's in-tree multicluster vs whoami (dnsperf, 
 demo: tools build ## Three local member clusters, mcs-importer, our CoreDNS per cluster, and dig answers (Ctrl-C stops)
 	$(GO) run ./hack/demo $(DEMO_ARGS)
 
+.PHONY: conformance
+conformance: tools build ## SIG-Multicluster's MCS conformance suite on three members with real control planes, in each VIP mode; writes CONFORMANCE.md
+	@mkdir -p .cache/conformance
+	cd hack/conformance/suite && $(GO) test -c -o $(ROOT)/.cache/conformance/conformance.test .
+	$(GO) run ./hack/conformance $(CONFORMANCE_ARGS)
+
 .PHONY: demo-down
 demo-down: ## Stop a running demo and every process it started
 	@if [ -f .demo/demo.pid ]; then kill -TERM "$$(cat .demo/demo.pid)" 2>/dev/null || true; sleep 3; fi
@@ -63,4 +69,4 @@ reap: ## Stop any kube-apiserver, etcd, coredns or mcs-importer a killed test le
 
 .PHONY: clean
 clean: reap ## Remove bin/, .bench/ and .demo/ (keeps the .cache/ of built API servers)
-	rm -rf bin .bench .demo
+	rm -rf bin .bench .demo .conformance

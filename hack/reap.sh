@@ -8,7 +8,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 assets=${MCS_DNS_K8S_ASSETS:-$root/.cache/k8s}
 patterns=(
-	"^$assets/[^ ]*(kube-apiserver|etcd) "
+	"^$assets/[^ ]*(kube-apiserver|etcd|kube-controller-manager|kwok) "
 	"^$root/bin/(coredns|mcs-importer)"
 	"/mcs-dns-test-bin/(coredns|mcs-importer)"
 )

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds (once) the real kube-apiserver and etcd the tests and the demo run,
+# Builds (once) the real kube-apiserver, kube-controller-manager, etcd and
+# kwok the tests, the demo and the conformance run use,
 # and installs (when missing) the Debian packages the tests and benchmarks use.
 # Everything comes from the Go module proxy and apt; a second run does nothing.
 set -euo pipefail
@@ -24,14 +25,29 @@ have_etcd() {
 	[ -x "$dest/etcd" ] && v=$("$dest/etcd" --version 2>/dev/null) && grep -q '^etcd Version: 3\.7\.' <<<"$v"
 }
 
-build() { # build <package> <binary> [ldflags]
-	local pkg=$1 bin=$2 ldflags=${3:-}
+have_controller_manager() {
+	local v
+	[ -x "$dest/kube-controller-manager" ] && v=$("$dest/kube-controller-manager" --version 2>/dev/null) && grep -qx "Kubernetes v$K8S_VERSION" <<<"$v"
+}
+have_kwok() {
+	local v
+	[ -x "$dest/kwok" ] && v=$("$dest/kwok" --version 2>/dev/null) && grep -q "$KWOK_VERSION" <<<"$v"
+}
+KWOK_VERSION=v0.8.0
+
+build() { # build <package> <binary> [ldflags] [module folder]
+	local pkg=$1 bin=$2 ldflags=${3:-} module=${4:-$tools_module}
 	mkdir -p "$dest"
 	# Build to a temporary name and rename, so an interrupted build never
 	# leaves a half-written binary that a later run would take for done.
-	(cd "$tools_module" && go build -trimpath -ldflags "$ldflags" -o "$dest/.$bin.tmp" "$pkg")
+	(cd "$module" && go build -trimpath -ldflags "$ldflags" -o "$dest/.$bin.tmp" "$pkg")
 	mv "$dest/.$bin.tmp" "$dest/$bin"
 }
+
+k8s_ldflags="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION"
+k8s_ldflags="$k8s_ldflags -X k8s.io/component-base/version.gitMajor=${K8S_VERSION%%.*}"
+minor=${K8S_VERSION#*.}; minor=${minor%%.*}
+k8s_ldflags="$k8s_ldflags -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 
 if [ "$dest" != "$default_dest" ]; then
 	# A folder of the user's own (MCS_DNS_K8S_ASSETS): use what is there,
@@ -47,11 +63,40 @@ elif have_apiserver; then
 	log "kube-apiserver v$K8S_VERSION: present in $dest"
 else
 	log "building kube-apiserver v$K8S_VERSION from source (first time: 4-10 minutes on 2 cores, ~3 GB of Go build cache)"
-	v="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION"
-	v="$v -X k8s.io/component-base/version.gitMajor=${K8S_VERSION%%.*}"
-	minor=${K8S_VERSION#*.}; minor=${minor%%.*}
-	v="$v -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
-	build k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$v"
+	build k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$k8s_ldflags"
+fi
+
+# The control plane of a member with real controllers and simulated nodes
+# (test/cluster's Spec.ControlPlane: the demo and `make conformance`).
+if [ "$dest" != "$default_dest" ]; then
+	for bin in kube-controller-manager kwok; do
+		[ -x "$dest/$bin" ] || log "MCS_DNS_K8S_ASSETS=$dest has no $bin: the demo and the conformance run need it"
+	done
+else
+	if have_controller_manager; then
+		log "kube-controller-manager v$K8S_VERSION: present in $dest"
+	else
+		log "building kube-controller-manager v$K8S_VERSION from source (first time: 3-8 minutes on 2 cores)"
+		build k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager "$k8s_ldflags"
+	fi
+	if have_kwok; then
+		log "kwok $KWOK_VERSION: present in $dest"
+	else
+		log "building kwok $KWOK_VERSION from source (first time: about two minutes)"
+		build sigs.k8s.io/kwok/cmd/kwok kwok "" "$root/hack/tools/kwok"
+	fi
+	if [ ! -s "$dest/kwok-stages.yaml" ]; then
+		# kwok's own "fast" stages: Nodes Ready with a heartbeat,
+		# Pods Running and Ready at once, deleted Pods gone.
+		kwok_dir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+		for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+			pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+			f=$kwok_dir/kustomize/stage/$f
+			echo "---"
+			cat "$f"
+		done >"$dest/.kwok-stages.yaml.tmp"
+		mv "$dest/.kwok-stages.yaml.tmp" "$dest/kwok-stages.yaml"
+	fi
 fi
 
 if [ "$dest" != "$default_dest" ]; then

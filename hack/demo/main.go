@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -91,10 +91,10 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
-	step("starting 3 member clusters (east, west, north): a real kube-apiserver + etcd each, with the MCS and About API CRDs")
+	step("starting 3 member clusters (east, west, north): kube-apiserver, etcd, kube-controller-manager and a kwok Node each, with the MCS and About API CRDs")
 	specs := make([]cluster.Spec, len(names))
 	for i, n := range names {
-		specs[i] = cluster.Spec{Name: n, ClusterID: n}
+		specs[i] = cluster.Spec{Name: n, ClusterID: n, ControlPlane: true, PodCIDR: podCIDRs[n]}
 	}
 	set, err := cluster.StartClusters(specs...)
 	if set != nil {
@@ -112,7 +112,7 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("    kubeconfig with contexts east, west, north: %s\n", kubeconfig)
 
-	step("creating sample workloads (Services + EndpointSlices standing in for pods) and exporting them")
+	step("creating sample workloads (a Deployment web and a StatefulSet db; kwok runs their pods, the endpointslice controller publishes them) and exporting them")
 	if err := createWorkloads(ctx, set); err != nil {
 		return err
 	}
@@ -178,17 +178,25 @@ func run(ctx context.Context, o options) error {
 	dig(north, "the headless service db: every ready pod, from both clusters", "db.demo.svc.clusterset.local", "A")
 	dig(north, "one pod by name: <hostname>.<clusterid>.<svc>.<ns>.svc.clusterset.local", "db-0.east.db.demo.svc.clusterset.local", "A")
 	dig(north, "SRV for a named port of the headless service: one record per pod", "_postgres._tcp.db.demo.svc.clusterset.local", "SRV")
-	dig(north, "PTR of a headless pod IP", "-x", "10.10.2.1")
-	dig(north, "a service nobody exported: NXDOMAIN with the zone SOA", "nope.demo.svc.clusterset.local", "A")
-
-	step("live change 1: db-1 in east turns unready")
 	c := set.Get("east")
-	sl, err := c.Kube.DiscoveryV1().EndpointSlices("demo").Get(ctx, "db-east", metav1.GetOptions{})
+	db0, err := c.Kube.CoreV1().Pods("demo").Get(ctx, "db-0", metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	sl.Endpoints[1].Conditions.Ready = ptr.To(false)
-	if _, err := c.Kube.DiscoveryV1().EndpointSlices("demo").Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+	dig(north, "PTR of a headless pod IP (east's db-0, "+db0.Status.PodIP+")", "-x", db0.Status.PodIP)
+	dig(north, "a service nobody exported: NXDOMAIN with the zone SOA", "nope.demo.svc.clusterset.local", "A")
+
+	step("live change 1: pod db-1 in east turns unready (its Ready condition, as a failing readiness probe would set it)")
+	db1, err := c.Kube.CoreV1().Pods("demo").Get(ctx, "db-1", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for i, cond := range db1.Status.Conditions {
+		if cond.Type == corev1.PodReady || cond.Type == corev1.ContainersReady {
+			db1.Status.Conditions[i].Status = corev1.ConditionFalse
+		}
+	}
+	if _, err := c.Kube.CoreV1().Pods("demo").UpdateStatus(ctx, db1, metav1.UpdateOptions{}); err != nil {
 		return err
 	}
 	if err := waitFor(ctx, o.timeout, north, "db.demo.svc.clusterset.local.", dns.TypeA, 2); err != nil {
@@ -222,18 +230,21 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
+// podCIDRs are the members' pod ranges (kwok gives pods addresses from them).
+var podCIDRs = map[string]string{"east": "10.10.0.0/24", "west": "10.20.0.0/24", "north": "10.30.0.0/24"}
+
+// createWorkloads makes, in east and west, a Deployment web behind a
+// ClusterIP Service and a StatefulSet db behind its headless governing
+// Service (so per-pod DNS names come from the pods' hostnames), and exports
+// both; north only imports.
 func createWorkloads(ctx context.Context, set *cluster.Set) error {
-	type pod struct{ host, ip string }
-	workloads := map[string]struct{ web, db []pod }{
-		"east": {web: []pod{{"", "10.10.1.1"}, {"", "10.10.1.2"}}, db: []pod{{"db-0", "10.10.2.1"}, {"db-1", "10.10.2.2"}}},
-		"west": {web: []pod{{"", "10.20.1.1"}}, db: []pod{{"db-0", "10.20.2.1"}}},
-	}
+	replicas := map[string]int32{"east": 2, "west": 1}
 	for _, n := range names {
 		c := set.Get(n)
 		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
-		w, ok := workloads[n]
+		r, ok := replicas[n]
 		if !ok {
 			fmt.Printf("    %-5s namespace demo, nothing exported\n", n)
 			continue
@@ -242,42 +253,38 @@ func createWorkloads(ctx context.Context, set *cluster.Set) error {
 			name, port string
 			number     int32
 			headless   bool
-			pods       []pod
-		}{{"web", "http", 80, false, w.web}, {"db", "postgres", 5432, true, w.db}} {
-			spec := corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: svc.port, Port: svc.number, Protocol: corev1.ProtocolTCP}}}
+		}{{"web", "http", 80, false}, {"db", "postgres", 5432, true}} {
+			labels := map[string]string{"app": svc.name}
+			spec := corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: svc.port, Port: svc.number, Protocol: corev1.ProtocolTCP}}}
 			if svc.headless {
 				spec.ClusterIP = corev1.ClusterIPNone
 			}
 			if _, err := c.Kube.CoreV1().Services("demo").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svc.name}, Spec: spec}, metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			slice := &discoveryv1.EndpointSlice{
-				ObjectMeta:  metav1.ObjectMeta{Name: svc.name + "-" + n, Labels: map[string]string{discoveryv1.LabelServiceName: svc.name}},
-				AddressType: discoveryv1.AddressTypeIPv4,
-				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(svc.port), Port: ptr.To(svc.number), Protocol: ptr.To(corev1.ProtocolTCP)}},
+			tmpl := corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: svc.name, Image: "example/" + svc.name,
+					Ports: []corev1.ContainerPort{{Name: svc.port, ContainerPort: svc.number}}}}},
 			}
-			var shown []string
-			for _, p := range svc.pods {
-				ep := discoveryv1.Endpoint{Addresses: []string{p.ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
-				if p.host != "" {
-					ep.Hostname = ptr.To(p.host)
-					shown = append(shown, p.host+"="+p.ip)
-				} else {
-					shown = append(shown, p.ip)
-				}
-				slice.Endpoints = append(slice.Endpoints, ep)
+			sel := &metav1.LabelSelector{MatchLabels: labels}
+			kind := "Deployment"
+			var err error
+			if svc.headless {
+				kind = "StatefulSet"
+				_, err = c.Kube.AppsV1().StatefulSets("demo").Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: svc.name},
+					Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(r), ServiceName: svc.name, Selector: sel, Template: tmpl}}, metav1.CreateOptions{})
+			} else {
+				_, err = c.Kube.AppsV1().Deployments("demo").Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: svc.name},
+					Spec: appsv1.DeploymentSpec{Replicas: ptr.To(r), Selector: sel, Template: tmpl}}, metav1.CreateOptions{})
 			}
-			if _, err := c.Kube.DiscoveryV1().EndpointSlices("demo").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			if err != nil {
 				return err
 			}
 			if _, err := c.MCS.MulticlusterV1beta1().ServiceExports("demo").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: svc.name}}, metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			kind := "ClusterIP"
-			if svc.headless {
-				kind = "headless"
-			}
-			fmt.Printf("    %-5s exported %-9s service %s (port %s/%d) with pods %s\n", n, kind, svc.name, svc.port, svc.number, strings.Join(shown, ", "))
+			fmt.Printf("    %-5s exported %-9s service %s (port %s/%d), a %s of %d\n", n, map[bool]string{false: "ClusterIP", true: "headless"}[svc.headless], svc.name, svc.port, svc.number, kind, r)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -58,6 +59,20 @@ type Spec struct {
 	// IPv4Only gives the cluster an IPv4 Service range only (clusters are
 	// dual-stack otherwise).
 	IPv4Only bool
+	// ControlPlane also runs kube-controller-manager (Deployments,
+	// ReplicaSets, StatefulSets, EndpointSlices, namespaces, garbage
+	// collection, service accounts and their tokens) and kwok, which runs
+	// one simulated Node (NodeName) that every Pod is bound to: Pods reach
+	// Running with pod IPs from PodCIDR and readiness, without containers.
+	// Without it there are no controllers: tests write EndpointSlices by
+	// hand.
+	ControlPlane bool
+	// PodCIDR is the simulated Node's pod range (default 10.<100+n>.0.0/24
+	// for the n-th cluster started together).
+	PodCIDR string
+	// Exec, with ControlPlane, answers `kubectl exec` into the cluster's
+	// pods by running the command on this host.
+	Exec *Exec
 }
 
 // Cluster is one running member cluster.
@@ -71,6 +86,7 @@ type Cluster struct {
 	Dynamic dynamic.Interface
 
 	env *envtest.Environment
+	cp  *controlPlane
 }
 
 // Set is a group of member clusters sharing one kubeconfig file.
@@ -187,7 +203,7 @@ func StartClusters(specs ...Spec) (*Set, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			set.Clusters[i], errs[i] = startOne(dir, spec, all)
+			set.Clusters[i], errs[i] = startOne(dir, spec, all, i)
 		}()
 	}
 	wg.Wait()
@@ -202,7 +218,7 @@ func StartClusters(specs ...Spec) (*Set, error) {
 	return set, errors.Join(errs...)
 }
 
-func startOne(assets string, spec Spec, all []*apiextensionsCRD) (*Cluster, error) {
+func startOne(assets string, spec Spec, all []*apiextensionsCRD, index int) (*Cluster, error) {
 	crdList := all
 	if spec.SkipMCSCRDs {
 		crdList = nil
@@ -231,6 +247,10 @@ func startOne(assets string, spec Spec, all []*apiextensionsCRD) (*Cluster, erro
 		Set("advertise-address", "127.0.0.1").
 		Set("endpoint-reconciler-type", "none").
 		Set("service-cluster-ip-range", serviceRanges)
+	if spec.ControlPlane {
+		// kwok's Node answers exec on 127.0.0.1 (its only address).
+		api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop()
@@ -250,6 +270,12 @@ func startOne(assets string, spec Spec, all []*apiextensionsCRD) (*Cluster, erro
 	if spec.ClusterID != "" {
 		if err := c.SetClusterID(context.Background(), spec.ClusterID); err != nil {
 			return c, fmt.Errorf("cluster %s: %w", spec.Name, err)
+		}
+	}
+	if spec.ControlPlane {
+		c.cp, err = startControlPlane(assets, c, spec, api.CertDir, index)
+		if err != nil {
+			return c, fmt.Errorf("cluster %s: control plane: %w", spec.Name, err)
 		}
 	}
 	return c, nil
@@ -288,7 +314,8 @@ func (c *Cluster) Stop() error {
 	}
 	env := c.env
 	c.env = nil
-	return env.Stop()
+	cpErr := c.cp.stop(false)
+	return errors.Join(cpErr, env.Stop())
 }
 
 // Stop stops every cluster of the set, in parallel.
@@ -333,3 +360,13 @@ func (s *Set) WriteKubeconfig(path string) error {
 }
 
 type apiextensionsCRD = apiextensionsv1.CustomResourceDefinition
+
+// freePort returns a TCP port on 127.0.0.1 that is free right now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -42,10 +42,12 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		"stopping the demo already running",
 		"web.demo.svc.clusterset.local. 5 IN A", // the VIP (derived Service ClusterIP)
-		"db.demo.svc.clusterset.local. 5 IN A 10.10.2.1",
-		"db-0.east.db.demo.svc.clusterset.local. 5 IN A 10.10.2.1",
+		// Pod IPs come from each member's pod range (kwok's Node).
+		"db.demo.svc.clusterset.local. 5 IN A 10.10.0.",
+		"db.demo.svc.clusterset.local. 5 IN A 10.20.0.",
+		"db-0.east.db.demo.svc.clusterset.local. 5 IN A 10.10.0.",
 		"IN SRV 0 33 5432 db-0.west.db.demo.svc.clusterset.local.",
-		"1.2.10.10.in-addr.arpa. 5 IN PTR db-0.east.db.demo.svc.clusterset.local.",
+		".0.10.10.in-addr.arpa. 5 IN PTR db-0.east.db.demo.svc.clusterset.local.",
 		"status: NXDOMAIN",
 		"db now has two ready pods",
 		"db is gone from the clusterset",

@@ -1,0 +1,361 @@
+// Command conformance runs SIG-Multicluster's MCS conformance suite
+// (hack/conformance/suite, unmodified) against mcs-dns: three member
+// clusters with real control planes (kube-apiserver, etcd,
+// kube-controller-manager, and kwok's simulated Node), mcs-importer, and
+// one of our CoreDNS per member answering clusterset.local (mcs) and
+// cluster.local (kubernetes). The suite's DNS specs run nslookup in a pod
+// through `kubectl exec`: kwok runs it on this host with PATH starting at
+// hack/conformance/bin, whose nslookup asks that member's CoreDNS. Specs
+// that need packets to reach pods (label Connectivity) are skipped: there
+// are no containers and no pod network.
+//
+// `make conformance` builds the suite and runs this once per VIP mode; it
+// writes each run's Ginkgo JSON report and the suite's own report, and
+// CONFORMANCE.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/mcs-dns/mcs-dns/test/cluster"
+)
+
+type options struct {
+	bin, suite, out, modes, markdown string
+	timeout                          time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin", "folder holding the built coredns and mcs-importer")
+	flag.StringVar(&o.suite, "suite", ".cache/conformance/conformance.test", "the built conformance suite")
+	flag.StringVar(&o.out, "out", ".conformance", "folder for reports and logs")
+	flag.StringVar(&o.modes, "vip-modes", "derived-service,clusterset-cidr", "comma-separated --vip-mode values to run the suite with")
+	flag.StringVar(&o.markdown, "markdown", "CONFORMANCE.md", "summary to write")
+	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "bound on one suite run")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var runs []modeRun
+	failed := false
+	for _, mode := range strings.Split(o.modes, ",") {
+		r, err := runMode(ctx, o, mode)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "conformance (%s): %v\n", mode, err)
+			os.Exit(1)
+		}
+		runs = append(runs, r)
+		failed = failed || r.count("failed") > 0
+	}
+	if err := os.WriteFile(o.markdown, []byte(markdown(runs)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("\nwrote %s\n", o.markdown)
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// modeRun is one suite run's results.
+type modeRun struct {
+	mode     string
+	specs    []specResult
+	duration time.Duration
+}
+
+type specResult struct {
+	text, state, reason string
+	labels              []string
+}
+
+func (r modeRun) count(state string) int {
+	n := 0
+	for _, s := range r.specs {
+		if s.state == state {
+			n++
+		}
+	}
+	return n
+}
+
+// connectivityReason is printed and recorded for every Connectivity spec.
+const connectivityReason = "needs packets to reach pods: the members' Nodes are kwok's (no containers, no pod network), so label Connectivity is filtered out"
+
+func runMode(ctx context.Context, o options, mode string) (modeRun, error) {
+	root, err := os.Getwd()
+	if err != nil {
+		return modeRun{}, err
+	}
+	out, err := filepath.Abs(filepath.Join(o.out, mode))
+	if err != nil {
+		return modeRun{}, err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return modeRun{}, err
+	}
+	suite, err := filepath.Abs(o.suite)
+	if err != nil {
+		return modeRun{}, err
+	}
+	fmt.Printf("\n==> %s: starting three member clusters with control planes\n", mode)
+	names := []string{"east", "west", "north"}
+	ports := make([]int, len(names))
+	specs := make([]cluster.Spec, len(names))
+	for i, n := range names {
+		if ports[i], err = freePort(); err != nil {
+			return modeRun{}, err
+		}
+		specs[i] = cluster.Spec{Name: n, ControlPlane: true, Exec: &cluster.Exec{WorkDir: out, Env: map[string]string{
+			"PATH":         filepath.Join(root, "hack/conformance/bin") + ":" + os.Getenv("PATH"),
+			"MCS_DNS_PORT": strconv.Itoa(ports[i]),
+		}}}
+	}
+	set, err := cluster.StartClusters(specs...)
+	if set != nil {
+		defer set.Stop()
+	}
+	if err != nil {
+		return modeRun{}, err
+	}
+	kubeconfig := filepath.Join(out, "kubeconfig")
+	if err := set.WriteKubeconfig(kubeconfig); err != nil {
+		return modeRun{}, err
+	}
+
+	args := []string{"--kubeconfig", kubeconfig, "--contexts", strings.Join(names, ","), "--metrics-addr", "", "--vip-mode", mode}
+	if mode == "clusterset-cidr" {
+		args = append(args, "--clusterset-cidr", "10.250.0.0/16,fd00:250::/112")
+	}
+	imp, err := start(ctx, filepath.Join(o.bin, "mcs-importer"), filepath.Join(out, "mcs-importer.log"), args...)
+	if err != nil {
+		return modeRun{}, err
+	}
+	defer stopProc(imp)
+	for i, n := range names {
+		corefile := filepath.Join(out, "Corefile."+n)
+		if err := os.WriteFile(corefile, []byte(fmt.Sprintf(`.:%d {
+    bind 127.0.0.1
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig %s %s
+        pods insecure
+        labels !multicluster.kubernetes.io/source-cluster
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    mcs clusterset.local in-addr.arpa ip6.arpa {
+        kubeconfig %s %s
+    }
+}
+`, ports[i], kubeconfig, n, kubeconfig, n)), 0o644); err != nil {
+			return modeRun{}, err
+		}
+		p, err := start(ctx, filepath.Join(o.bin, "coredns"), filepath.Join(out, "coredns-"+n+".log"), "-conf", corefile)
+		if err != nil {
+			return modeRun{}, err
+		}
+		defer stopProc(p)
+		if err := waitDNS(ctx, fmt.Sprintf("127.0.0.1:%d", ports[i])); err != nil {
+			return modeRun{}, fmt.Errorf("CoreDNS for %s: %w", n, err)
+		}
+	}
+
+	fmt.Printf("==> %s: running the suite (skipping label Connectivity: %s)\n", mode, connectivityReason)
+	report := filepath.Join(out, "report.json")
+	_ = os.Remove(report)
+	sctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(sctx, suite, "--kubeconfig", kubeconfig, "--contexts", strings.Join(names, ","),
+		"--ginkgo.label-filter=!Connectivity", "--ginkgo.json-report="+report, "--ginkgo.v",
+		"--project=mcs-dns", "--organization=mcs-dns", "--version="+mode)
+	cmd.Dir = out
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	started := time.Now()
+	runErr := cmd.Run()
+	r := modeRun{mode: mode, duration: time.Since(started)}
+	specsRun, err := readReport(report)
+	if err != nil {
+		for _, c := range set.Clusters {
+			fmt.Fprint(os.Stderr, c.Logs())
+		}
+		return r, fmt.Errorf("suite: %v; report: %w", runErr, err)
+	}
+	r.specs = specsRun
+	fmt.Printf("==> %s: %d passed, %d failed, %d skipped in %s (logs and reports in %s)\n", mode,
+		r.count("passed"), r.count("failed"), r.count("skipped"), r.duration.Round(time.Second), out)
+	return r, nil
+}
+
+// readReport reads a Ginkgo JSON report.
+func readReport(path string) ([]specResult, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var reports []struct {
+		SpecReports []struct {
+			LeafNodeType   string
+			LeafNodeText   string
+			LeafNodeLabels []string
+			State          string
+			Failure        struct{ Message string }
+		}
+	}
+	if err := json.Unmarshal(data, &reports); err != nil {
+		return nil, err
+	}
+	var out []specResult
+	for _, rep := range reports {
+		for _, s := range rep.SpecReports {
+			if s.LeafNodeType != "It" {
+				continue // suite set-up and tear-down nodes
+			}
+			r := specResult{text: s.LeafNodeText, state: s.State, labels: s.LeafNodeLabels}
+			switch {
+			case s.State == "skipped" && slicesContains(s.LeafNodeLabels, "Connectivity"):
+				r.reason = connectivityReason
+			case s.State == "skipped":
+				r.reason = "skipped by the suite"
+			case s.State != "passed":
+				r.reason = firstLine(s.Failure.Message)
+			}
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no specs in the report")
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].text < out[j].text })
+	return out, nil
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+func markdown(runs []modeRun) string {
+	var b strings.Builder
+	b.WriteString(`# MCS conformance
+
+Generated by ` + "`make conformance`" + `: SIG-Multicluster's conformance suite
+(` + "`hack/conformance/suite`" + `, an unmodified copy; see its README) run against
+three member clusters with real control planes (kube-apiserver, etcd,
+kube-controller-manager, and kwok's simulated Node), mcs-importer, and one of
+our CoreDNS per member. The suite's DNS specs run ` + "`nslookup`" + ` in a pod
+through ` + "`kubectl exec`" + `, which kwok runs on the host against that member's
+CoreDNS. Specs labelled Connectivity are skipped: ` + connectivityReason + `.
+
+`)
+	for _, r := range runs {
+		fmt.Fprintf(&b, "## `--vip-mode=%s`\n\n%d passed, %d failed, %d skipped (of %d), in %s.\n\n",
+			r.mode, r.count("passed"), r.count("failed"), r.count("skipped"), len(r.specs), r.duration.Round(time.Second))
+		b.WriteString("| spec | labels | result | why |\n| --- | --- | --- | --- |\n")
+		for _, s := range r.specs {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", escape(s.text), strings.Join(s.labels, ", "), s.state, escape(s.reason))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func escape(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
+
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func start(ctx context.Context, bin, logPath string, args ...string) (*proc, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+func stopProc(p *proc) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// waitDNS waits until a CoreDNS answers for clusterset.local.
+func waitDNS(ctx context.Context, addr string) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		m := new(dns.Msg)
+		m.SetQuestion("clusterset.local.", dns.TypeSOA)
+		c := &dns.Client{Timeout: time.Second}
+		if r, _, err := c.ExchangeContext(ctx, m, addr); err == nil && r.Rcode == dns.RcodeSuccess {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no answer at %s within a minute", addr)
+}
+
+func freePort() (int, error) {
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free port")
+}
