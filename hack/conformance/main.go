@@ -210,9 +210,10 @@ func readReport(path string) ([]specResult, error) {
 	}
 	var reports []struct {
 		SpecReports []struct {
-			LeafNodeType   string
-			LeafNodeText   string
-			LeafNodeLabels []string
+			LeafNodeType             string
+			LeafNodeText             string
+			LeafNodeLabels           []string
+			ContainerHierarchyLabels [][]string
 			State          string
 			Failure        struct{ Message string }
 		}
@@ -226,9 +227,19 @@ func readReport(path string) ([]specResult, error) {
 			if s.LeafNodeType != "It" {
 				continue // suite set-up and tear-down nodes
 			}
-			r := specResult{text: s.LeafNodeText, state: s.State, labels: s.LeafNodeLabels}
+			labels := map[string]bool{}
+			for _, ls := range append(s.ContainerHierarchyLabels, s.LeafNodeLabels) {
+				for _, l := range ls {
+					labels[l] = true
+				}
+			}
+			r := specResult{text: s.LeafNodeText, state: s.State}
+			for l := range labels {
+				r.labels = append(r.labels, l)
+			}
+			sort.Strings(r.labels)
 			switch {
-			case s.State == "skipped" && slicesContains(s.LeafNodeLabels, "Connectivity"):
+			case s.State == "skipped" && labels["Connectivity"]:
 				r.reason = connectivityReason
 			case s.State == "skipped":
 				r.reason = "skipped by the suite"
@@ -243,15 +254,6 @@ func readReport(path string) ([]specResult, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].text < out[j].text })
 	return out, nil
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func firstLine(s string) string {

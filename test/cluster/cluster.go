@@ -67,8 +67,10 @@ type Spec struct {
 	// Without it there are no controllers: tests write EndpointSlices by
 	// hand.
 	ControlPlane bool
-	// PodCIDR is the simulated Node's pod range (default 10.<100+n>.0.0/24
-	// for the n-th cluster started together).
+	// PodCIDR is the simulated Node's pod ranges, comma-separated, at most
+	// one per family (default 10.<100+n>.0.0/24 and, unless IPv4Only,
+	// fd00:10:<100+n>::/112 for the n-th cluster started together): a Pod
+	// gets an address from each.
 	PodCIDR string
 	// Exec, with ControlPlane, answers `kubectl exec` into the cluster's
 	// pods by running the command on this host.

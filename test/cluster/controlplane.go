@@ -100,10 +100,16 @@ func startControlPlane(assets string, c *Cluster, spec Spec, certDir string, ind
 		return cp, err
 	}
 
-	podCIDR := spec.PodCIDR
-	if podCIDR == "" {
-		podCIDR = fmt.Sprintf("10.%d.0.0/24", 100+index)
+	// Pods get an address in each family the Node has a range of, as in a
+	// dual-stack cluster.
+	podCIDRs := strings.Split(spec.PodCIDR, ",")
+	if spec.PodCIDR == "" {
+		podCIDRs = []string{fmt.Sprintf("10.%d.0.0/24", 100+index)}
+		if !spec.IPv4Only {
+			podCIDRs = append(podCIDRs, fmt.Sprintf("fd00:10:%d::/112", 100+index))
+		}
 	}
+	podCIDR := podCIDRs[0]
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		"--config=" + filepath.Join(assets, "kwok-stages.yaml"),
@@ -125,7 +131,7 @@ func startControlPlane(assets string, c *Cluster, spec Spec, certDir string, ind
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: NodeName, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 			Labels: map[string]string{"kubernetes.io/hostname": NodeName, "type": "kwok"}},
-		Spec: corev1.NodeSpec{PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},
+		Spec: corev1.NodeSpec{PodCIDR: podCIDR, PodCIDRs: podCIDRs},
 	}
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
@@ -150,7 +156,9 @@ func startControlPlane(assets string, c *Cluster, spec Spec, certDir string, ind
 // done: the one decision a scheduler would make here.
 func bindPods(ctx context.Context, c *Cluster) {
 	lw := cache.NewFilteredListWatchFromClient(c.Kube.CoreV1().RESTClient(), "pods", metav1.NamespaceAll,
-		func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String() })
+		func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
+		})
 	bind := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
 		if !ok || p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
