@@ -9,10 +9,17 @@ K8S_VERSION ?= 1.37.2
 ROOT := $(abspath .)
 # Your own kube-apiserver and etcd: MCS_DNS_K8S_ASSETS names their folder;
 # `make tools` then builds nothing. (Not KUBEBUILDER_ASSETS, often a folder
-# other projects' tests run from: `make reap` stops every API server and
-# etcd started from this folder.)
+# other projects' tests run from.)
 export MCS_DNS_K8S_ASSETS ?= $(ROOT)/.cache/k8s/$(K8S_VERSION)
 GO ?= go
+# Every process a run starts carries this ID in its environment, so that
+# hack/reap.sh can stop exactly what this run (or, with `make reap`, any
+# run of this checkout) left behind.
+ifndef MCS_DNS_RUN_ID
+MCS_DNS_RUN_ID := $(shell head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+endif
+export MCS_DNS_RUN_ID
+RECORD_RUN = mkdir -p .cache/runs && touch .cache/runs/$(MCS_DNS_RUN_ID)
 GOFLAGS_TEST ?= -race -timeout 40m
 
 .PHONY: help
@@ -20,8 +27,12 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build kube-apiserver, kube-controller-manager, etcd and kwok into .cache/k8s/ (once; 10-20 min cold) and apt-install dig, dnsperf if missing
+tools: ## Build kube-apiserver, kube-controller-manager, etcd and kwok into .cache/k8s/ and staticcheck into .cache/tools/ (once; 10-20 min cold)
 	@hack/tools.sh
+
+.PHONY: apt
+apt: ## apt-install dig/nslookup (bind9-dnsutils) and dnsperf if missing (the demo, bench and conformance use them; tests do not)
+	@hack/apt.sh
 
 .PHONY: build
 build: ## Build our CoreDNS (with the mcs plugin) and mcs-importer into bin/
@@ -33,39 +44,48 @@ build: ## Build our CoreDNS (with the mcs plugin) and mcs-importer into bin/
 vet: ## go vet every package
 	$(GO) vet ./...
 
+.PHONY: lint
+lint: tools ## gofmt -l, go vet and staticcheck: all clean
+	@out=$$(git ls-files '*.go' | grep -v '^hack/conformance/suite/' | xargs gofmt -l); \
+		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	.cache/tools/staticcheck ./...
+
 .PHONY: test
-test: tools vet ## go vet, then every unit, integration and e2e test with -race against real API servers
-	@trap 'hack/reap.sh' EXIT; $(GO) test $(GOFLAGS_TEST) ./...
+test: tools lint ## gofmt, go vet and staticcheck, then every unit, integration and e2e test with -race against real API servers
+	@$(RECORD_RUN); trap 'hack/reap.sh' EXIT; $(GO) test $(GOFLAGS_TEST) ./...
 
 .PHONY: test-short
 test-short: ## Only the pure unit tests (no API servers)
 	$(GO) test -short ./...
 
 .PHONY: bench
-bench: tools build ## mcs vs CoreDNS's in-tree multicluster vs whoami (dnsperf, RSS, start-up, programming latency, importer) + go test -bench; see BENCHMARKS.md
+bench: tools apt build ## mcs vs CoreDNS's in-tree multicluster vs whoami (dnsperf, RSS, start-up, programming latency, importer) + go test -bench; see BENCHMARKS.md
 	@mkdir -p .bench/bin
 	$(GO) build -o .bench/bin/bench ./hack/bench
+	@$(RECORD_RUN)
 	.bench/bin/bench -out .bench -go-bench ./plugin/... $(BENCH_FLAGS)
 
 .PHONY: demo
-demo: tools build ## Three local member clusters, mcs-importer, our CoreDNS per cluster, and dig answers (Ctrl-C stops)
+demo: tools apt build ## Three local member clusters, mcs-importer, our CoreDNS per cluster, and dig answers (Ctrl-C stops)
+	@$(RECORD_RUN)
 	$(GO) run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: conformance
-conformance: tools build ## SIG-Multicluster's MCS conformance suite on three members with real control planes, in each VIP mode; writes CONFORMANCE.md
+conformance: tools apt build ## SIG-Multicluster's MCS conformance suite on three members with real control planes, in each VIP mode; writes CONFORMANCE.md
 	@mkdir -p .cache/conformance
 	cd hack/conformance/suite && $(GO) test -c -o $(ROOT)/.cache/conformance/conformance.test .
-	$(GO) run ./hack/conformance $(CONFORMANCE_ARGS)
+	@$(RECORD_RUN); trap 'hack/reap.sh' EXIT; $(GO) run ./hack/conformance $(CONFORMANCE_ARGS)
 
 .PHONY: demo-down
 demo-down: ## Stop a running demo and every process it started
 	@if [ -f .demo/demo.pid ]; then kill -TERM "$$(cat .demo/demo.pid)" 2>/dev/null || true; sleep 3; fi
-	@hack/reap.sh
+	@env -u MCS_DNS_RUN_ID hack/reap.sh
 	@echo "demo stopped"
 
 .PHONY: reap
-reap: ## Stop any kube-apiserver, etcd, coredns or mcs-importer a killed test left behind
-	@hack/reap.sh
+reap: ## Stop every process a run of this checkout (make test/demo/bench/conformance) started and left behind, and only those
+	@env -u MCS_DNS_RUN_ID hack/reap.sh
 
 .PHONY: clean
 clean: reap ## Remove bin/, .bench/ and .demo/ (keeps the .cache/ of built API servers)

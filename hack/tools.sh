@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds (once) the real kube-apiserver, kube-controller-manager, etcd and
-# kwok the tests, the demo and the conformance run use,
-# and installs (when missing) the Debian packages the tests and benchmarks use.
-# Everything comes from the Go module proxy and apt; a second run does nothing.
+# kwok the tests, the demo and the conformance run use, and staticcheck.
+# Everything comes from the Go module proxy; a second run does nothing.
 set -euo pipefail
+# The Debian packages (dig, nslookup, dnsperf) are hack/apt.sh's job;
+# `make test` needs none of them.
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 K8S_VERSION=${K8S_VERSION:-1.37.2}
@@ -108,22 +109,12 @@ else
 	build go.etcd.io/etcd/server/v3 etcd
 fi
 
-# Debian packages: dig for the demo and the tests' cross-checks, dnsperf for
-# `make bench`. Installed only when missing.
-missing=()
-command -v dig >/dev/null 2>&1 || missing+=(bind9-dnsutils)
-command -v dnsperf >/dev/null 2>&1 || missing+=(dnsperf)
-if [ ${#missing[@]} -gt 0 ]; then
-	if [ "${MCS_DNS_SKIP_APT:-}" = 1 ]; then
-		log "skipping apt (MCS_DNS_SKIP_APT=1); missing: ${missing[*]}"
-	else
-		sudo=""
-		[ "$(id -u)" -eq 0 ] || sudo="sudo"
-		log "installing Debian packages: ${missing[*]}"
-		export DEBIAN_FRONTEND=noninteractive
-		$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
-			{ $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
-	fi
+# staticcheck for `make lint`, pinned.
+STATICCHECK_VERSION=v0.8.2
+tools_bin=$root/.cache/tools
+if [ -x "$tools_bin/staticcheck" ] && "$tools_bin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
+	log "staticcheck $STATICCHECK_VERSION: present in $tools_bin"
 else
-	log "dig and dnsperf: present"
+	log "installing staticcheck $STATICCHECK_VERSION into $tools_bin"
+	GOBIN=$tools_bin go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi

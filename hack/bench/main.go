@@ -248,8 +248,8 @@ func (b *Bench) fail(err error) int {
 }
 
 // prepare makes the output folders and copies the binaries under the
-// output folder: a concurrent `make test`/`make reap` matches processes
-// by the paths bin/ and .cache/k8s/, and must not stop the bench's.
+// output folder, so that a killed run's leftovers are found by their
+// executable's path (reapLeftovers) and nothing else is.
 func prepare(o Options) (*Bench, error) {
 	out, err := filepath.Abs(o.Out)
 	if err != nil {

@@ -75,7 +75,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	// Absolute paths, so that `make demo-down` (hack/reap.sh) recognises them.
+	// Absolute paths: the commands it prints work from any folder.
 	if o.bin, err = filepath.Abs(o.bin); err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -362,13 +361,3 @@ func (s *Set) WriteKubeconfig(path string) error {
 }
 
 type apiextensionsCRD = apiextensionsv1.CustomResourceDefinition
-
-// freePort returns a TCP port on 127.0.0.1 that is free right now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}

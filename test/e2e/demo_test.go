@@ -22,6 +22,9 @@ func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real API servers")
 	}
+	if _, err := exec.LookPath("dig"); err != nil {
+		t.Skip("the demo prints dig's answers and dig is not installed: `make apt` (or `make demo`) installs it (Debian package bind9-dnsutils)")
+	}
 	bins := procs.Build(t)
 	demo := filepath.Join(t.TempDir(), "demo")
 	out, err := exec.Command("go", "build", "-o", demo, "github.com/mcs-dns/mcs-dns/hack/demo").CombinedOutput()
