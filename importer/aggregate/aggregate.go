@@ -44,6 +44,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
@@ -184,14 +185,7 @@ func ImportPort(p corev1.ServicePort) mcsv1beta1.ServicePort {
 
 func portEqual(a, b mcsv1beta1.ServicePort) bool {
 	return a.Name == b.Name && a.Protocol == b.Protocol && a.Port == b.Port &&
-		ptrEqual(a.AppProtocol, b.AppProtocol)
-}
-
-func ptrEqual[T comparable](a, b *T) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
+		ptr.Equal(a.AppProtocol, b.AppProtocol)
 }
 
 // samePort reports whether two ports are "the same port" (same name, or
@@ -336,10 +330,10 @@ func Compute(in Input) Result {
 			if !mapsEqual(exported[e].annotations, exported[oldest].annotations) {
 				conflicts[mcsv1beta1.ServiceExportReasonAnnotationsConflict] = true
 			}
-			if !ptrEqual(svc.Spec.InternalTrafficPolicy, osvc.Spec.InternalTrafficPolicy) {
+			if !ptr.Equal(svc.Spec.InternalTrafficPolicy, osvc.Spec.InternalTrafficPolicy) {
 				conflicts[mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict] = true
 			}
-			if !ptrEqual(svc.Spec.TrafficDistribution, osvc.Spec.TrafficDistribution) {
+			if !ptr.Equal(svc.Spec.TrafficDistribution, osvc.Spec.TrafficDistribution) {
 				conflicts[mcsv1beta1.ServiceExportReasonTrafficDistributionConflict] = true
 			}
 			if !slices.Equal(svc.Spec.IPFamilies, osvc.Spec.IPFamilies) {
@@ -529,8 +523,6 @@ func ConditionsEqual(a, b []metav1.Condition) bool {
 	return true
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // ImportLabels returns the labels of a ServiceImport: the exported labels
 // plus the managed-by label, which always wins.
 func ImportLabels(exported map[string]string) map[string]string {
@@ -554,8 +546,8 @@ func ImportMetaSpecUpToDate(desired, actual *mcsv1beta1.ServiceImport) bool {
 func SpecEqual(a, b mcsv1beta1.ServiceImportSpec) bool {
 	if a.Type != b.Type || a.SessionAffinity != b.SessionAffinity ||
 		!slices.Equal(a.IPs, b.IPs) || !slices.Equal(a.IPFamilies, b.IPFamilies) ||
-		!ptrEqual(a.InternalTrafficPolicy, b.InternalTrafficPolicy) ||
-		!ptrEqual(a.TrafficDistribution, b.TrafficDistribution) ||
+		!ptr.Equal(a.InternalTrafficPolicy, b.InternalTrafficPolicy) ||
+		!ptr.Equal(a.TrafficDistribution, b.TrafficDistribution) ||
 		!equality.Semantic.DeepEqual(a.SessionAffinityConfig, b.SessionAffinityConfig) ||
 		len(a.Ports) != len(b.Ports) {
 		return false

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
@@ -125,7 +126,7 @@ func TestConflicts(t *testing.T) {
 		{name: "appProtocol differs", conflicts: "PortConflict",
 			exports: []exp{
 				{cluster: "a"},
-				{cluster: "b", age: 1, svc: func(s *corev1.Service) { s.Spec.Ports[0].AppProtocol = ptr("http2") }},
+				{cluster: "b", age: 1, svc: func(s *corev1.Service) { s.Spec.Ports[0].AppProtocol = ptr.To("http2") }},
 			},
 			check: func(t *testing.T, r Result) { assert.Nil(t, r.Import.Spec.Ports[0].AppProtocol) }},
 		{name: "tie on creation time: lower cluster ID wins", conflicts: "PortConflict",
@@ -150,10 +151,10 @@ func TestConflicts(t *testing.T) {
 		{name: "session affinity config", conflicts: "SessionAffinityConfigConflict",
 			exports: []exp{
 				{cluster: "a", svc: func(s *corev1.Service) {
-					s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](10)}}
+					s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](10)}}
 				}},
 				{cluster: "b", age: 1, svc: func(s *corev1.Service) {
-					s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](20)}}
+					s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](20)}}
 				}},
 			},
 			check: func(t *testing.T, r Result) {
@@ -272,9 +273,9 @@ func TestImportFields(t *testing.T) {
 	td := "PreferClose"
 	in := Input{Namespace: "ns", Name: "web"}
 	a := mk(exp{cluster: "b", labels: map[string]string{"team": "x", mcsapi.LabelManagedBy: "someone"}, annos: map[string]string{"note": "n"}, svc: func(s *corev1.Service) {
-		s.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, AppProtocol: ptr("http")}, {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}
+		s.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("http")}, {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}
 		s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
-		s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](30)}}
+		s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](30)}}
 		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
 		s.Spec.InternalTrafficPolicy = &itp
 		s.Spec.TrafficDistribution = &td
@@ -291,10 +292,10 @@ func TestImportFields(t *testing.T) {
 	assert.Equal(t, map[string]string{"team": "x", mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}, imp.Labels, "our managed-by label always wins")
 	assert.Equal(t, map[string]string{"note": "n"}, imp.Annotations)
 	assert.Equal(t, mcsv1beta1.ServiceImportSpec{
-		Ports:                 []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80, AppProtocol: ptr("http")}, {Name: "dns", Protocol: "UDP", Port: 53}},
+		Ports:                 []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80, AppProtocol: ptr.To("http")}, {Name: "dns", Protocol: "UDP", Port: 53}},
 		Type:                  mcsv1beta1.ClusterSetIP,
 		SessionAffinity:       corev1.ServiceAffinityClientIP,
-		SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](30)}},
+		SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](30)}},
 		IPFamilies:            []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol},
 		InternalTrafficPolicy: &itp,
 		TrafficDistribution:   &td,
@@ -303,7 +304,7 @@ func TestImportFields(t *testing.T) {
 	assert.Equal(t, []mcsv1beta1.ClusterStatus{{Cluster: "a"}, {Cluster: "b"}}, imp.Status.Clusters)
 	assert.Equal(t, mcsv1beta1.EndpointSliceObjectsPresent, imp.Status.EndpointSliceObjects)
 	// The aggregate does not alias its input.
-	a.Service.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr[int32](1)
+	a.Service.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr.To[int32](1)
 	in.Exports[0].Export.Spec.ExportedAnnotations["note"] = "changed"
 	assert.Equal(t, int32(30), *imp.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds)
 	assert.Equal(t, "n", imp.Annotations["note"])
@@ -387,7 +388,7 @@ func eslice(name string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080), Protocol: ptr(corev1.ProtocolTCP)}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
 		Endpoints:   eps,
 	}
 }
@@ -397,19 +398,19 @@ func TestMirroredSlices(t *testing.T) {
 	a.Slices = []*discoveryv1.EndpointSlice{
 		eslice("web-abcde", discoveryv1.Endpoint{
 			Addresses:  []string{"10.1.0.1"},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
-			Hostname:   ptr("web-0"),
-			NodeName:   ptr("node-1"),
-			Zone:       ptr("z1"),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+			Hostname:   ptr.To("web-0"),
+			NodeName:   ptr.To("node-1"),
+			Zone:       ptr.To("z1"),
 			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: "web-0"},
 			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z1"}}},
 		}),
 		eslice("web-empty"),
 	}
 	b := mk(exp{cluster: "west", age: 1})
-	b.Slices = []*discoveryv1.EndpointSlice{eslice("web-abcde", discoveryv1.Endpoint{Addresses: []string{"10.2.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false)}})}
+	b.Slices = []*discoveryv1.EndpointSlice{eslice("web-abcde", discoveryv1.Endpoint{Addresses: []string{"10.2.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}})}
 	gone := eslice("web-gone")
-	gone.DeletionTimestamp = ptr(metav1.NewTime(t0))
+	gone.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
 	b.Slices = append(b.Slices, gone)
 	fqdn := eslice("web-fqdn", discoveryv1.Endpoint{Addresses: []string{"db.example.com"}})
 	fqdn.AddressType = discoveryv1.AddressTypeFQDN
@@ -438,9 +439,9 @@ func TestMirroredSlices(t *testing.T) {
 	assert.Equal(t, a.Slices[0].Ports, east.Ports)
 	assert.Equal(t, []discoveryv1.Endpoint{{
 		Addresses:  []string{"10.1.0.1"},
-		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
-		Hostname:   ptr("web-0"),
-		Zone:       ptr("z1"),
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+		Hostname:   ptr.To("web-0"),
+		Zone:       ptr.To("z1"),
 	}}, east.Endpoints, "nodeName, targetRef and hints point into the source cluster and are dropped")
 	west := byName[SliceName("web", "west", "web-abcde")]
 	require.NotNil(t, west, "same source name in two clusters: two mirrors")
@@ -454,7 +455,7 @@ func TestMirroredSlices(t *testing.T) {
 
 	assert.True(t, SliceUpToDate(east, east.DeepCopy()))
 	changed := east.DeepCopy()
-	changed.Endpoints[0].Conditions.Ready = ptr(false)
+	changed.Endpoints[0].Conditions.Ready = ptr.To(false)
 	assert.False(t, SliceUpToDate(east, changed))
 	changed = east.DeepCopy()
 	changed.Labels["x"] = "y"
@@ -593,7 +594,7 @@ func TestMirroredPortsRenamed(t *testing.T) {
 		e.Slices = []*discoveryv1.EndpointSlice{{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web-" + e.ClusterID},
 			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: &port, Port: ptr[int32](8080)}},
+			Ports:       []discoveryv1.EndpointPort{{Name: &port, Port: ptr.To[int32](8080)}},
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}}},
 		}}
 	}
@@ -604,7 +605,7 @@ func TestMirroredPortsRenamed(t *testing.T) {
 	}}
 	slice(&in.Exports[0], "")
 	slice(&in.Exports[1], "http")
-	in.Exports[1].Slices[0].Ports = append(in.Exports[1].Slices[0].Ports, discoveryv1.EndpointPort{Name: ptr("metrics"), Port: ptr[int32](9090)})
+	in.Exports[1].Slices[0].Ports = append(in.Exports[1].Slices[0].Ports, discoveryv1.EndpointPort{Name: ptr.To("metrics"), Port: ptr.To[int32](9090)})
 	slice(&in.Exports[2], "")
 	r := Compute(in)
 	require.NotNil(t, r.Import)
@@ -632,7 +633,7 @@ func TestMirroredPortsRenamed(t *testing.T) {
 		mk(exp{cluster: "west", age: 5, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("a", 80), tcp("b", 81)} }}),
 	}}
 	slice(&in.Exports[1], "a")
-	in.Exports[1].Slices[0].Ports = append(in.Exports[1].Slices[0].Ports, discoveryv1.EndpointPort{Name: ptr("b"), Port: ptr[int32](9081)})
+	in.Exports[1].Slices[0].Ports = append(in.Exports[1].Slices[0].Ports, discoveryv1.EndpointPort{Name: ptr.To("b"), Port: ptr.To[int32](9081)})
 	r = Compute(in)
 	require.Len(t, r.Slices, 1)
 	require.Len(t, r.Slices[0].Ports, 1)
@@ -649,7 +650,7 @@ func TestMirroredPortsRenamed(t *testing.T) {
 		mk(exp{cluster: "west", age: 5, svc: func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{tcp("http", 80)} }}),
 	}}
 	slice(&in.Exports[1], "http")
-	in.Exports[1].Slices[0].Ports = append(in.Exports[1].Slices[0].Ports, discoveryv1.EndpointPort{Name: ptr("web"), Port: ptr[int32](9090)})
+	in.Exports[1].Slices[0].Ports = append(in.Exports[1].Slices[0].Ports, discoveryv1.EndpointPort{Name: ptr.To("web"), Port: ptr.To[int32](9090)})
 	r = Compute(in)
 	require.Len(t, r.Slices, 1)
 	require.Len(t, r.Slices[0].Ports, 1, "one port named web")

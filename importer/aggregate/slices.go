@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	netutils "k8s.io/utils/net"
+	"k8s.io/utils/ptr"
 
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
@@ -47,7 +48,7 @@ func RenamePorts(s *discoveryv1.EndpointSlice, names map[string]string) {
 	for i := range s.Ports {
 		n := portName(s.Ports[i])
 		if to, ok := names[n]; ok && to != n {
-			s.Ports[i].Name = ptr(to)
+			s.Ports[i].Name = ptr.To(to)
 		}
 	}
 }
@@ -121,10 +122,10 @@ func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, serviceP
 			continue
 		}
 		if e.Hostname != nil {
-			m.Hostname = ptr(*e.Hostname)
+			m.Hostname = ptr.To(*e.Hostname)
 		}
 		if e.Zone != nil {
-			m.Zone = ptr(*e.Zone)
+			m.Zone = ptr.To(*e.Zone)
 		}
 		out.Endpoints = append(out.Endpoints, m)
 	}

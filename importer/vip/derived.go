@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
@@ -87,14 +88,14 @@ func derivedSpec(imp *mcsv1beta1.ServiceImport, name string) *corev1.Service {
 	case 0:
 	case 1:
 		svc.Spec.IPFamilies = slices.Clone(fams)
-		svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicySingleStack)
+		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
 	default:
 		// Dual-stack where the cluster can, single-stack where it cannot:
 		// only the primary family is asked for, and the API server adds
 		// the other where it has a range for it (asking for both fails on
 		// a single-stack cluster, PreferDualStack or not).
 		svc.Spec.IPFamilies = slices.Clone(fams[:1])
-		svc.Spec.IPFamilyPolicy = ptrTo(corev1.IPFamilyPolicyPreferDualStack)
+		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
 	}
 	return svc
 }
@@ -220,7 +221,7 @@ func derivedPorts(in []mcsv1beta1.ServicePort) []corev1.ServicePort {
 
 func portsEqual(want, have []corev1.ServicePort) bool {
 	return slices.EqualFunc(want, have, func(a, b corev1.ServicePort) bool {
-		return a.Name == b.Name && a.Protocol == b.Protocol && a.Port == b.Port && ptrEq(a.AppProtocol, b.AppProtocol)
+		return a.Name == b.Name && a.Protocol == b.Protocol && a.Port == b.Port && ptr.Equal(a.AppProtocol, b.AppProtocol)
 	})
 }
 
@@ -403,15 +404,6 @@ func (d *Derived) Release(ctx context.Context, clusterID, namespace, name string
 		return fmt.Errorf("deleting derived Service %s/%s: %w", namespace, dn, err)
 	}
 	return nil
-}
-
-func ptrTo[T any](v T) *T { return &v }
-
-func ptrEq[T comparable](a, b *T) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }
 
 var _ Provider = (*Derived)(nil)
