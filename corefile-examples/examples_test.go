@@ -108,27 +108,9 @@ func setup(t *testing.T) *fixture {
 }
 
 // eventually queries until check passes (informers sync asynchronously).
-func eventually(t *testing.T, addr, name string, qtype uint16, check func(*dns.Msg) error) *dns.Msg {
+func eventually(t *testing.T, addr, name string, qtype uint16, check func(*dns.Msg) error) {
 	t.Helper()
-	var last error
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, network := range []string{"udp", "tcp"} {
-			r, err := procs.Query(addr, network, name, qtype)
-			if err == nil {
-				err = check(r)
-			}
-			if err != nil {
-				last = fmt.Errorf("%s over %s: %w", name, network, err)
-				goto retry
-			}
-		}
-		return nil
-	retry:
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s %s: %v", name, dns.TypeToString[qtype], last)
-	return nil
+	procs.AnswerEventually(t, 30*time.Second, procs.Addr(addr), name, qtype, check)
 }
 
 func wantA(ip string) func(*dns.Msg) error {

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
-	"github.com/mcs-dns/mcs-dns/importer/vip"
 )
 
 // errLostLeadership ends Run when another replica took the Lease over:
@@ -133,29 +132,4 @@ func leaseConfig(o Options) (*rest.Config, string, error) {
 		return nil, "", err
 	}
 	return cfg, "context " + o.Contexts[0], nil
-}
-
-// vipProvider builds the VIP provider --vip-mode asks for (Options.VIP,
-// when set by a test, wins). The second result is the opt-in default the
-// aggregate needs in clusterset-cidr mode, nil otherwise.
-func vipProvider(o Options, ms vip.Members) (vip.Provider, *bool, error) {
-	var def *bool
-	if o.VIPMode == VIPModeCIDR {
-		d := o.ClusterSetIPDefault
-		def = &d
-	}
-	if o.VIP != nil {
-		return o.VIP, def, nil
-	}
-	switch o.VIPMode {
-	case VIPModeDerived:
-		return vip.NewDerived(ms), nil, nil
-	case VIPModeCIDR:
-		pool, err := vip.ParsePool(o.ClusterSetCIDRs)
-		if err != nil {
-			return nil, nil, err
-		}
-		return vip.NewCIDROrDerived(pool, ms), def, nil
-	}
-	return vip.None{}, nil, nil
 }

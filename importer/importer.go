@@ -139,9 +139,9 @@ func DefaultOptions() Options {
 
 // The VIP models (--vip-mode).
 const (
-	VIPModeDerived = "derived-service"
-	VIPModeCIDR    = "clusterset-cidr"
-	VIPModeNone    = "none"
+	VIPModeDerived = vip.ModeDerived
+	VIPModeCIDR    = vip.ModeCIDR
+	VIPModeNone    = vip.ModeNone
 )
 
 type listFlag struct{ dst *[]string }
@@ -362,14 +362,17 @@ func Run(ctx context.Context, o Options) error {
 		OnChange:       func(ch members.Change) { ctrl.OnChange(ch) },
 		Log:            log,
 	})
-	provider, csDefault, err := vipProvider(o, set)
+	provider, leftovers, err := vip.ForMode(o.VIPMode, o.ClusterSetCIDRs, set)
 	if err != nil {
 		return err
 	}
-	var leftovers vip.Provider
-	if o.VIP == nil && o.VIPMode == VIPModeNone {
-		// Derived Services an earlier --vip-mode made.
-		leftovers = vip.NewDerived(set)
+	if o.VIP != nil {
+		provider, leftovers = o.VIP, nil
+	}
+	// The aggregate marks opted-in imports in clusterset-cidr mode.
+	var csDefault *bool
+	if o.VIPMode == VIPModeCIDR {
+		csDefault = &o.ClusterSetIPDefault
 	}
 	ctrl = controller.New(controller.Options{Members: set, VIP: provider, Leftovers: leftovers, Log: log, Registerer: reg, ClusterSetIPDefault: csDefault})
 	// Its queue runs goroutines from here on, whether or not Run is

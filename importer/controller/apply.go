@@ -29,21 +29,41 @@ const (
 	kindExportStatus = "ServiceExportStatus"
 )
 
+// importTarget is what one key's reconcile asks of every importing member.
+type importTarget struct {
+	ns, name string
+	res      *aggregate.Result
+	// active: the namespace exists and is not terminating.
+	active bool
+	// now stamps new conditions.
+	now  metav1.Time
+	pass pass
+}
+
+// importOutcome is what applyImport left in one member.
+type importOutcome struct {
+	// present: our import exists there afterwards.
+	present bool
+	// inTheWay names the objects mcs-importer does not manage that hold
+	// names it needs there ("Kind namespace/name"): a ServiceImport keeps
+	// ours out; a derived Service's or a mirrored slice's name taken
+	// leaves our import without that VIP or those endpoints (and
+	// Ready=False), the rest is served.
+	inTheWay []string
+}
+
 // applyImport makes one importing member hold the desired import and
-// mirrored slices of ns/name (or none), and in a full pass the import's
-// status. It reports whether our import exists there afterwards and the
-// objects mcs-importer does not manage that hold names it needs there
-// ("Kind namespace/name"): a ServiceImport keeps ours out; a derived
-// Service's or a mirrored slice's name taken leaves our import without
-// that VIP or those endpoints (and Ready=False), the rest is served.
-func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, res *aggregate.Result, active bool, now metav1.Time, p pass) (present bool, inTheWay []string, err error) {
+// mirrored slices of t.ns/t.name (or none), and in a full pass the
+// import's status.
+func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (importOutcome, error) {
 	m := v.m
+	ns, name, res, active, now, p := t.ns, t.name, t.res, t.active, t.now, t.pass
 	cur := v.c.Import(ns, name)
 	if cur != nil && !members.Owned(cur) {
 		if res.Import != nil && active {
 			c.warnForeign(m, ns, name)
 		}
-		return false, []string{importObject(ns, name)}, c.yieldToForeign(ctx, v, ns, name)
+		return importOutcome{inTheWay: []string{importObject(ns, name)}}, c.yieldToForeign(ctx, v, ns, name)
 	}
 	c.forgetForeign(m, ns, name)
 	frozenKey := m.ID + "/" + key(ns, name)
@@ -52,7 +72,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		// start: left exactly as it is (import, VIP, slices, status)
 		// until that member joins or the grace period has passed.
 		c.frozen.Insert(frozenKey)
-		return cur != nil, nil, nil
+		return importOutcome{present: cur != nil}, nil
 	}
 	c.frozen.Delete(frozenKey)
 	// Names held by others (a derived Service's, a mirrored slice's) are
@@ -60,12 +80,13 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	// the key is retried (with backoff) until they are free: their
 	// objects' events are not ours to watch.
 	var notOwned []*members.NotOwnedError
-	defer func() {
+	done := func(present bool, inTheWay []string, err error) (importOutcome, error) {
 		for _, no := range notOwned {
 			inTheWay = append(inTheWay, no.Object())
 			err = errors.Join(err, no)
 		}
-	}()
+		return importOutcome{present: present, inTheWay: inTheWay}, err
+	}
 
 	if res.Import == nil || !active {
 		// No import here: delete ours, then its slices.
@@ -93,17 +114,18 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 			errs = append(errs, c.releaseLeftovers(ctx, m, ns, name))
 		}
 		_, err := c.applySlices(ctx, v, ns, name, nil, vip.Assignment{})
-		return false, nil, errors.Join(append(errs, err)...)
+		return done(false, nil, errors.Join(append(errs, err)...))
 	}
 
 	desired := res.Import.DeepCopy()
 	var asg vip.Assignment
+	var err error
 	if desired.Spec.Type == mcsv1beta1.ClusterSetIP {
 		if asg, err = c.vip.Assign(ctx, m.ID, desired); err != nil {
 			var no *members.NotOwnedError
 			if !errors.As(err, &no) {
 				c.failed(m, "assign VIP")
-				return cur != nil, nil, fmt.Errorf("assigning VIP: %w", err)
+				return done(cur != nil, nil, fmt.Errorf("assigning VIP: %w", err))
 			}
 			// The import is written without a VIP, and says why.
 			notOwned = append(notOwned, no)
@@ -123,7 +145,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		}
 	} else if err := c.vip.Release(ctx, m.ID, ns, name); err != nil {
 		c.failed(m, "release VIP")
-		return cur != nil, nil, fmt.Errorf("releasing VIP: %w", err)
+		return done(cur != nil, nil, fmt.Errorf("releasing VIP: %w", err))
 	}
 	// What this member's CRDs would drop is not asked for (or every pass
 	// would find the import out of date).
@@ -135,7 +157,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	held, err := c.applySlices(ctx, v, ns, name, res.Slices, asg)
 	notOwned = append(notOwned, held...)
 	if err != nil {
-		return cur != nil, nil, err
+		return done(cur != nil, nil, err)
 	}
 	ready := aggregate.ImportReadyCondition()
 	if asg.Ready != nil {
@@ -165,16 +187,16 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		case apierrors.IsAlreadyExists(err):
 			// Our cache is behind: look at what is there.
 			if cur, err = m.GetImport(ctx, ns, name); err != nil {
-				return false, nil, err
+				return done(false, nil, err)
 			}
 			if !members.Owned(cur) {
 				c.warnForeign(m, ns, name)
 				notOwned = nil // their import is all that is in the way
-				return false, []string{importObject(ns, name)}, c.yieldToForeign(ctx, v, ns, name)
+				return done(false, []string{importObject(ns, name)}, c.yieldToForeign(ctx, v, ns, name))
 			}
 		default:
 			c.failed(m, "create ServiceImport")
-			return false, nil, err
+			return done(false, nil, err)
 		}
 	}
 
@@ -205,21 +227,21 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 		if errors.Is(err, errForeign) {
 			c.warnForeign(m, ns, name)
 			notOwned = nil // their import is all that is in the way
-			return false, []string{importObject(ns, name)}, nil
+			return done(false, []string{importObject(ns, name)}, nil)
 		}
 		if err != nil {
 			c.failed(m, "update ServiceImport")
-			return true, nil, err
+			return done(true, nil, err)
 		}
 	}
 
 	// The import names no VIP another --vip-mode made any more.
 	if err := c.releaseLeftovers(ctx, m, ns, name); err != nil {
-		return true, nil, err
+		return done(true, nil, err)
 	}
 
 	if p == passServe {
-		return true, nil, nil
+		return done(true, nil, nil)
 	}
 
 	// Status.
@@ -247,9 +269,9 @@ func (c *Controller) applyImport(ctx context.Context, v view, ns, name string, r
 	})
 	if err != nil {
 		c.failed(m, "update ServiceImport status")
-		return true, nil, err
+		return done(true, nil, err)
 	}
-	return true, nil, nil
+	return done(true, nil, nil)
 }
 
 // holds reports whether the import ns/name in v's member (cur) or its

@@ -615,8 +615,8 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		var present bool
 		var inTheWay []string
 		if v.m.Importing {
-			var err error
-			present, inTheWay, err = c.applyImport(ctx, v, ns, name, &res, active, now, p)
+			out, err := c.applyImport(ctx, v, importTarget{ns: ns, name: name, res: &res, active: active, now: now, pass: p})
+			present, inTheWay = out.present, out.inTheWay
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cluster %s: %w", v.m.ID, err))
 			}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,8 +45,12 @@ const byService = "service"
 type controller struct {
 	rest       *rest.Config
 	namespaces []string // nil: all
-	index      *answers.Index
-	acfg       answers.Config
+	// managers are the endpointslice.kubernetes.io/managed-by values whose
+	// slices are served (nil: any but the Kubernetes endpointslice
+	// controller's; a slice without one never is).
+	managers []string
+	index    *answers.Index
+	acfg     answers.Config
 
 	synced atomic.Bool
 	// syncedCh is closed when synced becomes true.
@@ -102,10 +107,10 @@ type importInformer struct {
 	stop   context.CancelFunc
 }
 
-func newController(restCfg *rest.Config, namespaces []string, ix *answers.Index, acfg answers.Config) *controller {
+func newController(restCfg *rest.Config, namespaces, managers []string, ix *answers.Index, acfg answers.Config) *controller {
 	cfg := rest.CopyConfig(restCfg)
 	cfg.UserAgent = "coredns-mcs"
-	c := &controller{rest: cfg, namespaces: namespaces, index: ix, acfg: acfg, seed: maphash.MakeSeed(),
+	c := &controller{rest: cfg, namespaces: namespaces, managers: managers, index: ix, acfg: acfg, seed: maphash.MakeSeed(),
 		initial: map[string]time.Time{}, syncedCh: make(chan struct{})}
 	cfg.Wrap(c.reach.wrap)
 	return c
@@ -187,7 +192,7 @@ func (c *controller) run(ctx context.Context) {
 		// before the first sync).
 		synced = append(synced, func() bool { return src.imports.Load().synced() })
 		if err := errors.Join(
-			src.slices.SetTransform(transformSlice),
+			src.slices.SetTransform(c.transformTrustedSlice),
 			src.slices.SetWatchErrorHandlerWithContext(watchErrorHandler("endpointslices", nil)),
 		); err != nil {
 			log.Errorf("informers: %v", err)
@@ -567,6 +572,55 @@ func transformSlice(obj any) (any, error) {
 		log.Warningf("EndpointSlice %s/%s: skipping %d malformed endpoint(s): %v", s.Namespace, s.Name, s.Skipped, s.SkipErr)
 	}
 	return s, nil
+}
+
+// transformTrustedSlice is transformSlice for the slices of a manager
+// the stanza trusts (endpointslice_managers); any other slice is kept,
+// for its events, but never answers: anyone who may create EndpointSlices
+// in a namespace could otherwise put addresses, per-endpoint names and
+// PTRs under a clusterset name and impersonate a cluster ID.
+func (c *controller) transformTrustedSlice(obj any) (any, error) {
+	out, err := transformSlice(obj)
+	s, ok := out.(*compact.Slice)
+	es, isSlice := obj.(*discoveryv1.EndpointSlice)
+	if err != nil || !ok || !isSlice || s.Err != nil {
+		return out, err
+	}
+	if reason := untrusted(c.managers, es.Labels[discoveryv1.LabelManagedBy]); reason != "" {
+		ignoredObjects.WithLabelValues(reason).Inc()
+		log.Warningf("ignoring EndpointSlice %s/%s: managed-by %q is not a trusted manager (%s; see endpointslice_managers)",
+			es.Namespace, es.Name, es.Labels[discoveryv1.LabelManagedBy], reason)
+		s.Err = errUntrusted
+	}
+	return s, nil
+}
+
+var errUntrusted = errors.New("not from a trusted endpointslice manager")
+
+// The reasons a slice is not trusted (coredns_mcs_ignored_objects_total).
+const (
+	reasonNoManager          = "no_manager"
+	reasonKubeController     = "kubernetes_endpointslice_controller"
+	reasonUntrustedManager   = "untrusted_manager"
+	kubeEndpointSliceManager = "endpointslice-controller.k8s.io"
+)
+
+// untrusted says why a slice managed by manager is not served under the
+// trusted managers ("" when it is): none, the Kubernetes endpointslice
+// controller's (it publishes a cluster's own Services, never clusterset
+// ones), or, when managers are listed, one not listed.
+func untrusted(managers []string, manager string) string {
+	switch {
+	case manager == "":
+		return reasonNoManager
+	case managers != nil && slices.Contains(managers, manager):
+		return ""
+	case managers != nil:
+		return reasonUntrustedManager
+	case manager == kubeEndpointSliceManager:
+		return reasonKubeController
+	}
+	return ""
 }
 
 // handler maps informer events to the services they change.

@@ -62,7 +62,7 @@ func captureLog(t *testing.T) *bytes.Buffer {
 
 func TestControllerSync(t *testing.T) {
 	p := newMCS(&config{zones: []string{"clusterset.local."}, ttl: 5}, nil)
-	c := newController(&rest.Config{}, nil, p.index, answers.Config{Zones: []string{"clusterset.local."}, TTL: 5})
+	c := newController(&rest.Config{}, nil, nil, p.index, answers.Config{Zones: []string{"clusterset.local."}, TTL: 5})
 	p.ctl = c
 	src := storeOnly()
 	c.sources = map[string]*source{metav1.NamespaceAll: src}
@@ -162,7 +162,7 @@ func TestControllerSync(t *testing.T) {
 
 func TestHandlerKeys(t *testing.T) {
 	p := newMCS(&config{zones: []string{"clusterset.local."}, ttl: 5}, nil)
-	c := newController(&rest.Config{}, nil, p.index, answers.Config{Zones: []string{"clusterset.local."}, TTL: 5})
+	c := newController(&rest.Config{}, nil, nil, p.index, answers.Config{Zones: []string{"clusterset.local."}, TTL: 5})
 	src := storeOnly()
 	c.sources = map[string]*source{metav1.NamespaceAll: src}
 	c.buildInitial(context.Background()) // live

@@ -43,6 +43,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/deploy/crds"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
+	"github.com/mcs-dns/mcs-dns/test/procs"
 )
 
 func init() {
@@ -94,24 +95,7 @@ func (s *server) addr(network string) string {
 // eventually queries over UDP and TCP until check passes for both.
 func (s *server) eventually(t *testing.T, name string, qtype uint16, check func(*dns.Msg) error) {
 	t.Helper()
-	var last error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		last = nil
-		for _, network := range []string{"udp", "tcp"} {
-			r, err := ask(s.addr(network), network, name, qtype, 4096)
-			if err == nil {
-				err = check(r)
-			}
-			if err != nil {
-				last = fmt.Errorf("%s %s over %s: %w", name, dns.TypeToString[qtype], network, err)
-				break
-			}
-		}
-		if last == nil {
-			return
-		}
-	}
-	t.Fatal(last)
+	procs.AnswerEventually(t, 30*time.Second, s.addr, name, qtype, check)
 }
 
 // render gives "owner TYPE rdata" lines, sorted, OPT left out.

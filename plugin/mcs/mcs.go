@@ -89,7 +89,7 @@ func newMCS(cfg *config, restCfg *rest.Config) *MCS {
 		p.zoneNames = append(p.zoneNames, name)
 	}
 	if restCfg != nil {
-		p.ctl = newController(restCfg, cfg.namespaces, p.index, answers.Config{Zones: fwd, TTL: cfg.ttl})
+		p.ctl = newController(restCfg, cfg.namespaces, cfg.managers, p.index, answers.Config{Zones: fwd, TTL: cfg.ttl})
 	}
 	return p
 }

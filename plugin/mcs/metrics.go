@@ -29,6 +29,13 @@ var (
 		Help:      "Malformed objects skipped, by kind (serviceimport, endpointslice, endpoint).",
 	}, []string{"kind"})
 
+	ignoredObjects = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "mcs",
+		Name:      "ignored_objects_total",
+		Help:      "EndpointSlices not served because their endpointslice.kubernetes.io/managed-by is not trusted (endpointslice_managers), by reason (no_manager, kubernetes_endpointslice_controller, untrusted_manager).",
+	}, []string{"reason"})
+
 	programmingLatency = promauto.NewHistogram(prometheus.HistogramOpts{
 		Namespace:                   plugin.Namespace,
 		Subsystem:                   "mcs",

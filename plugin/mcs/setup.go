@@ -43,7 +43,11 @@ type config struct {
 	// checked) at parse time; nil means in-cluster.
 	rest       *rest.Config
 	namespaces []string
-	fall       fall.F
+	// managers are the trusted endpointslice.kubernetes.io/managed-by
+	// values (endpointslice_managers); nil: any but the Kubernetes
+	// endpointslice controller's.
+	managers []string
+	fall     fall.F
 }
 
 func (c *config) forwardZones() []string {
@@ -165,6 +169,19 @@ func parse(c *caddy.Controller) (*config, error) {
 					// repeated one would start a pair that never syncs.
 					if !slices.Contains(cfg.namespaces, ns) {
 						cfg.namespaces = append(cfg.namespaces, ns)
+					}
+				}
+			case "endpointslice_managers":
+				args := c.RemainingArgs()
+				if len(args) == 0 {
+					return nil, c.ArgErr()
+				}
+				for _, m := range args {
+					if errs := validation.IsValidLabelValue(m); len(errs) > 0 || m == "" {
+						return nil, c.Errf("endpointslice_managers: %q is not a label value: %s", m, strings.Join(errs, "; "))
+					}
+					if !slices.Contains(cfg.managers, m) {
+						cfg.managers = append(cfg.managers, m)
 					}
 				}
 			case "fallthrough":

@@ -160,6 +160,10 @@ func sourceKey(cfg *config, rc *rest.Config) string {
 		h.Write(b)
 	}
 	ns := slices.Sorted(slices.Values(cfg.namespaces))
+	managers := "*"
+	if cfg.managers != nil {
+		managers = strings.Join(slices.Sorted(slices.Values(cfg.managers)), ",")
+	}
 	return strings.Join([]string{hex.EncodeToString(h.Sum(nil)), strings.Join(ns, ","),
-		strings.Join(cfg.forwardZones(), ","), strconv.Itoa(int(cfg.ttl))}, "\x00")
+		strings.Join(cfg.forwardZones(), ","), strconv.Itoa(int(cfg.ttl)), managers}, "\x00")
 }

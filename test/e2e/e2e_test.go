@@ -133,11 +133,8 @@ func (s *system) setPods(c, ns, name string, pods ...pod) {
 
 // answers returns the rcode and the sorted answer records (as strings
 // without owner and TTL) of one query.
-func answers(addr, network, name string, qtype uint16) (int, []string, error) {
-	r, err := procs.Query(addr, network, name, qtype)
-	if err != nil {
-		return 0, nil, err
-	}
+// render gives a reply's answers as sorted "TYPE rdata" lines.
+func render(r *dns.Msg) []string {
 	var out []string
 	for _, rr := range r.Answer {
 		if srv, ok := rr.(*dns.SRV); ok {
@@ -149,7 +146,7 @@ func answers(addr, network, name string, qtype uint16) (int, []string, error) {
 		out = append(out, dns.TypeToString[rr.Header().Rrtype]+" "+strings.ToLower(f[len(f)-1]))
 	}
 	sort.Strings(out)
-	return r.Rcode, out, nil
+	return out
 }
 
 // expect waits until every cluster's CoreDNS gives rcode and exactly want
@@ -167,16 +164,14 @@ func (s *system) expectIn(only, name string, qtype uint16, rcode int, want ...st
 		if only != "" && c != only {
 			continue
 		}
-		for _, network := range []string{"udp", "tcp"} {
-			var last string
-			ok := waitUntil(60*time.Second, func() bool {
-				gotRcode, got, err := answers(s.dns[c].Addr, network, name, qtype)
-				last = fmt.Sprintf("rcode=%s answers=%v err=%v", dns.RcodeToString[gotRcode], got, err)
-				return err == nil && gotRcode == rcode && slices.Equal(got, want)
-			})
-			require.True(s.t, ok, "%s's CoreDNS, %s %s over %s: got %s; want rcode=%s answers=%v",
-				c, name, dns.TypeToString[qtype], network, last, dns.RcodeToString[rcode], want)
-		}
+		procs.AnswerEventually(s.t, 60*time.Second, procs.Addr(s.dns[c].Addr), name, qtype, func(r *dns.Msg) error {
+			got := render(r)
+			if r.Rcode != rcode || !slices.Equal(got, want) {
+				return fmt.Errorf("%s's CoreDNS: rcode=%s answers=%v; want rcode=%s answers=%v",
+					c, dns.RcodeToString[r.Rcode], got, dns.RcodeToString[rcode], want)
+			}
+			return nil
+		})
 	}
 }
 
@@ -299,8 +294,8 @@ func TestPropagation(t *testing.T) {
 		start := time.Now()
 		s.setPods("east", "prop", "svc", pod{"p", ip, true})
 		ok := waitUntil(30*time.Second, func() bool {
-			_, got, err := answers(north, "udp", "svc.prop"+zone, dns.TypeA)
-			return err == nil && slices.Equal(got, []string{"A " + ip})
+			r, err := procs.Query(north, "udp", "svc.prop"+zone, dns.TypeA)
+			return err == nil && slices.Equal(render(r), []string{"A " + ip})
 		})
 		require.True(t, ok, "change %d (%s) never reached north", i, ip)
 		took = append(took, time.Since(start))

@@ -278,3 +278,34 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// AnswerEventually queries name over UDP and over TCP until check accepts
+// both replies, for at most timeout, and fails t with the last reason
+// otherwise. addr gives each network's server address (Addr when both are
+// one).
+func AnswerEventually(t testing.TB, timeout time.Duration, addr func(network string) string, name string, qtype uint16, check func(*dns.Msg) error) {
+	t.Helper()
+	var last error
+	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+		last = nil
+		for _, network := range []string{"udp", "tcp"} {
+			r, err := Query(addr(network), network, name, qtype)
+			if err == nil {
+				err = check(r)
+			}
+			if err != nil {
+				last = fmt.Errorf("%s %s over %s: %w", name, dns.TypeToString[qtype], network, err)
+				break
+			}
+		}
+		if last == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(last)
+		}
+	}
+}
+
+// Addr is AnswerEventually's addr for one server answering both networks.
+func Addr(a string) func(string) string { return func(string) string { return a } }
