@@ -356,7 +356,13 @@ func (c *Controller) Notify(ev members.Event) {
 // (including, when it went down, the keys only it knew). A withdrawal is
 // logged once, with the number of services it affects, and counted.
 func (c *Controller) OnChange(ch members.Change) {
-	c.setMemberState(ch.Context, ch.Cluster(), ch.State)
+	// The gauge shows the state now: changes reported from different
+	// goroutines may arrive out of order.
+	for _, st := range c.set.Statuses() {
+		if st.Context == ch.Context {
+			c.setMemberState(st.Context, st.Cluster, st.State)
+		}
+	}
 	if ch.State == members.Down {
 		c.metrics.Withdrawals.WithLabelValues(ch.Cluster()).Inc()
 		if ch.Dropped != nil {

@@ -155,6 +155,14 @@ func (m *Member) setState(s State, since time.Time) {
 	m.health.state, m.health.since = s, since
 }
 
+// unreachableSince is when the member last became Unreachable (as moved
+// on by disruptions).
+func (m *Member) unreachableSince() time.Time {
+	m.health.mu.Lock()
+	defer m.health.mu.Unlock()
+	return m.health.since
+}
+
 func (m *Member) setCaches(c *Caches) {
 	m.health.mu.Lock()
 	defer m.health.mu.Unlock()

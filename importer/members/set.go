@@ -53,8 +53,8 @@ type Change struct {
 	// Reason says why it is not Up ("" when it is).
 	Reason string
 	// Dropped is the cache generation a joined member loses when it goes
-	// Down (still readable during OnChange), so that the keys only it knew
-	// are reconciled too.
+	// Down, or the replaced member's (still readable during OnChange), so
+	// that the keys only it knew are reconciled too.
 	Dropped *Caches
 	// Replaced is the member that Member replaced, when the member was
 	// joined again (its served MCS API versions changed).
@@ -109,19 +109,20 @@ func (h Hold) Holds(id string) bool { return h.known != nil && !h.known[id] }
 //     passed since the start, when it goes Down too;
 //   - while more than half of the members cannot be reached at once (no
 //     connection, timeouts, 5xx), the importer's own network is suspected:
-//     no member is withdrawn, and when the disruption ends the grace
-//     periods of those still away count from then (as Kubernetes' node
-//     lifecycle controller stops evicting in a full disruption);
+//     no member is withdrawn, and the time the disruption lasts does not
+//     count towards anyone's grace period (as Kubernetes' node lifecycle
+//     controller stops evicting in a full disruption);
+//   - a member that answers and is syncing its caches is not withdrawn;
 //   - a member is withdrawn at most once per grace period (a flapping
 //     member is not withdrawn and re-imported every few seconds).
 type Set struct {
 	o     SetOptions
 	slots []*slot
 
-	mu            sync.Mutex
-	start         time.Time
-	disrupted     bool
-	disruptionEnd time.Time
+	mu sync.Mutex
+	// disrupted since disruptedAt (see decide).
+	disrupted   bool
+	disruptedAt time.Time
 
 	// joined and hold are rebuilt (under mu) whenever a member joins, is
 	// replaced or gives up being Unknown; read lock-free by the reconcile.
@@ -148,8 +149,9 @@ type slot struct {
 	attempted bool
 	// expired: never joined, and withdrawn when the hold ran out.
 	expired bool
-	// lastDown is when the member was last withdrawn.
-	lastDown time.Time
+	// awaySince is when the grace period of a member never joined
+	// started: the start, moved on by the disruptions since.
+	awaySince time.Time
 }
 
 // NewSet returns a Set of the configured members; Run runs it.
@@ -226,7 +228,9 @@ func (s *Set) status(sl *slot) Status {
 // member's caches before it returns.
 func (s *Set) Run(ctx context.Context) {
 	s.mu.Lock()
-	s.start = s.o.now()
+	for _, sl := range s.slots {
+		sl.awaySince = s.o.now()
+	}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, sl := range s.slots {
@@ -310,9 +314,6 @@ func (s *Set) join(ctx context.Context, sl *slot, old *Member) (*Member, error) 
 	s.settle(sl)
 	s.rebuild()
 	s.mu.Unlock()
-	if old != nil {
-		old.Stop()
-	}
 	s.o.Log.Info("member cluster joined", "context", m.Context, "cluster", m.ID, "idFrom", m.IDSource,
 		"importing", m.Importing, "exportConditions", m.ExportConditions, "exportVersion", m.ExportVersion,
 		"importVersion", m.ImportVersion, "clientLimit", m.ClientLimit(), "mcsSchema", m.Schema.String())
@@ -320,7 +321,16 @@ func (s *Set) join(ctx context.Context, sl *slot, old *Member) (*Member, error) 
 		s.o.Log.Warn("cannot read the member's MCS schema; writing every field (a member whose CRDs drop some would be rewritten on every resync)",
 			"cluster", m.ID, "err", m.SchemaErr)
 	}
-	s.o.OnChange(Change{Context: sl.cfg.Context, Member: m, State: Up, Replaced: old})
+	// The replaced member's caches go with it, after the controller has
+	// read the keys they held (what only they knew is reconciled again).
+	var oldCaches *Caches
+	if old != nil {
+		oldCaches = old.Caches()
+	}
+	s.o.OnChange(Change{Context: sl.cfg.Context, Member: m, State: Up, Replaced: old, Dropped: oldCaches})
+	if old != nil {
+		old.Stop()
+	}
 	return m, nil
 }
 
@@ -545,39 +555,35 @@ func (s *Set) decide() {
 	disrupted := away*2 > len(s.slots)
 	switch {
 	case disrupted && !s.disrupted:
-		s.disrupted = true
+		s.disrupted, s.disruptedAt = true, now
 		s.o.Log.Warn("most member clusters cannot be reached at once; suspecting the importer's own network: nothing is withdrawn until they are seen again",
 			"away", away, "members", len(s.slots))
 	case !disrupted && s.disrupted:
-		s.disrupted, s.disruptionEnd = false, now
-		s.o.Log.Info("disruption over; the grace periods of members still away count from now", "away", away, "members", len(s.slots))
+		s.disrupted = false
+		s.resume(now)
+		s.o.Log.Info("disruption over; the time it lasted does not count towards any member's grace period",
+			"lasted", now.Sub(s.disruptedAt).Round(time.Second), "away", away, "members", len(s.slots))
 	}
 	if !s.disrupted {
-		base := s.start
-		if s.disruptionEnd.After(base) {
-			base = s.disruptionEnd
-		}
 		rebuild := false
 		for _, sl := range s.slots {
 			m := sl.member
+			if sl.claimedID != "" {
+				continue // answering and syncing: not gone
+			}
 			switch {
-			case m == nil && !sl.expired && now.Sub(base) >= s.o.Grace:
-				sl.expired, sl.lastDown, rebuild = true, now, true
+			case m == nil && !sl.expired && now.Sub(sl.awaySince) >= s.o.Grace:
+				sl.expired, rebuild = true, true
 				changes = append(changes, Change{Context: sl.cfg.Context, State: Down, Reason: s.status(sl).Reason})
 			case m != nil && m.State() == Unreachable:
-				m.health.mu.Lock()
-				since := m.health.since
-				m.health.mu.Unlock()
-				if since.Before(base) {
-					since = base
-				}
-				if now.Sub(since) < s.o.Grace || (!sl.lastDown.IsZero() && now.Sub(sl.lastDown) < s.o.Grace) {
+				// Once per grace period at most: since is when it last
+				// went Unreachable, after its last withdrawal.
+				if now.Sub(m.unreachableSince()) < s.o.Grace {
 					continue
 				}
 				dropped := m.Caches()
-				m.setState(Down, since)
+				m.setState(Down, now)
 				m.setCaches(nil)
-				sl.lastDown = now
 				changes = append(changes, Change{Context: sl.cfg.Context, Member: m, State: Down, Reason: sl.reason, Dropped: dropped})
 			}
 		}
@@ -590,6 +596,27 @@ func (s *Set) decide() {
 		s.o.OnChange(ch)
 		if ch.Dropped != nil {
 			ch.Dropped.stop()
+		}
+	}
+}
+
+// resume ends a disruption (under mu): the time it lasted is taken off
+// the grace periods of the members away meanwhile, as if their clocks had
+// stopped.
+func (s *Set) resume(now time.Time) {
+	paused := func(since time.Time) time.Time {
+		from := since
+		if s.disruptedAt.After(from) {
+			from = s.disruptedAt
+		}
+		return since.Add(now.Sub(from))
+	}
+	for _, sl := range s.slots {
+		switch m := sl.member; {
+		case m == nil && !sl.expired:
+			sl.awaySince = paused(sl.awaySince)
+		case m != nil && m.State() == Unreachable:
+			m.setState(Unreachable, paused(m.unreachableSince()))
 		}
 	}
 }

@@ -33,7 +33,9 @@ func newDecisions(t *testing.T, grace time.Duration, names ...string) *decisions
 		},
 		now: func() time.Time { return d.now },
 	})
-	d.start = d.now
+	for _, sl := range d.slots {
+		sl.awaySince = d.now
+	}
 	return d
 }
 
@@ -168,8 +170,9 @@ func TestSetBoundsWithdrawalsOfAFlappingMember(t *testing.T) {
 }
 
 // Most members unreachable at once: nothing is withdrawn however long it
-// lasts; when it ends, the grace periods of those still away count from
-// then, so members coming back one by one lose nothing.
+// lasts, and its length does not count towards anyone's grace period, so
+// members coming back one by one lose nothing; a blip that starts and
+// ends a disruption does not restart the others' grace periods.
 func TestSetDisruptionWithdrawsNothing(t *testing.T) {
 	d := newDecisions(t, 30*time.Second, "east", "west", "north")
 	for _, n := range []string{"east", "west", "north"} {
@@ -203,10 +206,39 @@ func TestSetDisruptionWithdrawsNothing(t *testing.T) {
 	assert.Empty(t, r.step(20*time.Second))
 	assert.True(t, r.Hold().Holds("north"), "east's imports from north are held")
 	r.joined("west")
+	// north was away 10 s before the disruption began (the first step):
+	// its grace period runs out 20 s after the disruption ends.
 	assert.Empty(t, r.step(time.Second), "the disruption ends now")
-	assert.Empty(t, r.step(29*time.Second))
+	assert.Empty(t, r.step(19*time.Second))
 	assert.True(t, r.Hold().Holds("north"))
-	assert.Equal(t, []string{"north=down"}, r.step(time.Second), "30 s after the disruption ended")
+	assert.Equal(t, []string{"north=down"}, r.step(time.Second), "30 s away outside the disruption")
+
+	// A one-probe blip of a third member, while two are really gone,
+	// pauses their clocks for the blip only.
+	b := newDecisions(t, 30*time.Second, "a", "b", "c", "d")
+	for _, n := range []string{"a", "b", "c", "d"} {
+		b.joined(n)
+	}
+	b.cut("b")
+	b.cut("c")
+	var got []string
+	withdrawnAt := 0
+	for i := range 60 { // a 1 s blip of d every 20 s
+		switch i % 20 {
+		case 0:
+			b.cut("d")
+		case 1:
+			b.back("d")
+		}
+		ch := b.step(time.Second)
+		if len(ch) > 0 && withdrawnAt == 0 {
+			withdrawnAt = i + 1
+		}
+		got = append(got, ch...)
+	}
+	assert.ElementsMatch(t, []string{"b=down", "c=down"}, got, "withdrawn despite the blips")
+	assert.GreaterOrEqual(t, withdrawnAt, 30)
+	assert.LessOrEqual(t, withdrawnAt, 33, "the blips paused the clocks only while they lasted")
 
 	// Refusals (401/403) are answers, not a disruption.
 	f := newDecisions(t, 10*time.Second, "east", "west", "north")
