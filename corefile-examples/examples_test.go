@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -104,8 +105,33 @@ func setup(t *testing.T) *fixture {
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To[int32](5432), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// A headless service whose answer is too big for one 1232-byte UDP reply.
+	big, err := si.Create(ctx, &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: "big"},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless,
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	big.Status.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
+	_, err = si.UpdateStatus(ctx, big, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	bigSlice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "big-east", Labels: map[string]string{
+			mcsapi.LabelServiceName: "big", mcsapi.LabelSourceCluster: "east", mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	for i := range bigEndpoints {
+		bigSlice.Endpoints = append(bigSlice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.2.%d.%d", i/250, 1+i%250)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	_, err = c.Kube.DiscoveryV1().EndpointSlices("demo").Create(ctx, bigSlice, metav1.CreateOptions{})
+	require.NoError(t, err)
 	return f
 }
+
+// bigEndpoints is the size of the headless service "big": 100 A records
+// take about 1,650 bytes.
+const bigEndpoints = 100
 
 // eventually queries until check passes (informers sync asynchronously).
 func eventually(t *testing.T, addr, name string, qtype uint16, check func(*dns.Msg) error) {
@@ -220,6 +246,41 @@ func TestProduction(t *testing.T) {
 	code, metrics := get(ports[":9153"], "/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, metrics, "coredns_mcs_")
+
+	// UDP answers stay at most 1232 bytes (bufsize), whatever buffer the
+	// client offers: a bigger answer is truncated (TC) and comes whole over
+	// TCP. No amplifier.
+	eventually(t, srv.Addr, "big.demo.svc.clusterset.local", dns.TypeA, func(r *dns.Msg) error {
+		if len(r.Answer) == 0 && !r.Truncated {
+			return fmt.Errorf("no answer yet")
+		}
+		return nil
+	})
+	q := new(dns.Msg)
+	q.SetQuestion("big.demo.svc.clusterset.local.", dns.TypeA)
+	q.SetEdns0(65535, false)
+	udp := &dns.Client{Net: "udp", UDPSize: 65535, Timeout: 2 * time.Second}
+	r, _, err := udp.Exchange(q, srv.Addr)
+	require.NoError(t, err)
+	r.Compress = true // as it came: Pack would not compress otherwise
+	packed, err := r.Pack()
+	require.NoError(t, err)
+	assert.True(t, r.Truncated, "a %d-record answer over UDP must be truncated", bigEndpoints)
+	assert.LessOrEqual(t, len(packed), 1232, "UDP reply size")
+	tcp := &dns.Client{Net: "tcp", Timeout: 2 * time.Second}
+	r, _, err = tcp.Exchange(q, srv.Addr)
+	require.NoError(t, err)
+	assert.Len(t, r.Answer, bigEndpoints, "over TCP")
+
+	// Denials are normal traffic (AAAA of an IPv4-only service, a typo):
+	// only errors are logged, not one line per NXDOMAIN or NODATA.
+	before := strings.Count(srv.Output(), "\n")
+	for i := range 200 {
+		_, _ = procs.Query(srv.Addr, "udp", fmt.Sprintf("nope-%d.demo.svc.clusterset.local", i), dns.TypeA)
+		_, _ = procs.Query(srv.Addr, "udp", "web.demo.svc.clusterset.local", dns.TypeAAAA)
+	}
+	time.Sleep(500 * time.Millisecond)
+	assert.Less(t, strings.Count(srv.Output(), "\n")-before, 5, "log lines for 400 denials:\n%s", srv.Output())
 }
 
 func TestAdaptBareMCS(t *testing.T) {
