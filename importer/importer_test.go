@@ -826,7 +826,8 @@ func testMetadata(t *testing.T, east, west, north *cluster.Cluster) {
 			si, err := getImport(cl, ns, "web")
 			if assert.NoError(c, err) {
 				assert.Equal(c, map[string]string{"tier": "web", mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}, si.Labels)
-				assert.Equal(c, map[string]string{"team": "a"}, si.Annotations)
+				assert.Equal(c, map[string]string{"team": "a",
+					aggregate.AnnotationExportedLabels: "tier", aggregate.AnnotationExportedAnnotations: "team"}, si.Annotations)
 			}
 		}
 	}, waitFor, tick)
@@ -871,7 +872,8 @@ func testMetadata(t *testing.T, east, west, north *cluster.Cluster) {
 			si, err := getImport(cl, ns, "web")
 			if assert.NoError(c, err) {
 				assert.Equal(c, "api", si.Labels["tier"])
-				assert.Empty(c, si.Annotations)
+				assert.Equal(c, map[string]string{aggregate.AnnotationExportedLabels: "tier", aggregate.AnnotationExportedAnnotations: ""},
+					si.Annotations, "only the records of what was copied")
 			}
 		}
 	}, waitFor, tick)

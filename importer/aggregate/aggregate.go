@@ -537,9 +537,7 @@ func ImportLabels(exported map[string]string) map[string]string {
 // ImportMetaSpecUpToDate reports whether actual's labels, annotations and
 // spec already are desired's (labels and annotations compared exactly).
 func ImportMetaSpecUpToDate(desired, actual *mcsv1beta1.ServiceImport) bool {
-	return mapsEqual(desired.Labels, actual.Labels) &&
-		mapsEqual(desired.Annotations, actual.Annotations) &&
-		SpecEqual(desired.Spec, actual.Spec)
+	return ImportMetaUpToDate(desired, actual) && SpecEqual(desired.Spec, actual.Spec)
 }
 
 // SpecEqual compares two ServiceImport specs, nil and empty lists alike.

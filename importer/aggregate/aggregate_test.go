@@ -459,6 +459,9 @@ func TestMirroredSlices(t *testing.T) {
 	assert.False(t, SliceUpToDate(east, changed))
 	changed = east.DeepCopy()
 	changed.Labels["x"] = "y"
+	assert.True(t, SliceUpToDate(east, changed), "a label someone else added is theirs")
+	changed = east.DeepCopy()
+	changed.Labels[mcsapi.LabelSourceCluster] = "elsewhere"
 	assert.False(t, SliceUpToDate(east, changed))
 	empty := byName[SliceName("web", "east", "web-empty")]
 	emptyActual := empty.DeepCopy()

@@ -3,7 +3,6 @@ package aggregate
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"maps"
 	"slices"
 	"strings"
 
@@ -154,7 +153,7 @@ func mirrorAddress(addr string, t discoveryv1.AddressType) string {
 // SliceUpToDate reports whether actual already carries what desired says:
 // labels (exactly), address type, endpoints and ports.
 func SliceUpToDate(desired, actual *discoveryv1.EndpointSlice) bool {
-	return maps.Equal(desired.Labels, actual.Labels) &&
+	return metaUpToDate(desired.Labels, actual.Labels, ownsSliceLabel) &&
 		desired.AddressType == actual.AddressType &&
 		equality.Semantic.DeepEqual(normEndpoints(desired.Endpoints), normEndpoints(actual.Endpoints)) &&
 		equality.Semantic.DeepEqual(normPorts(desired.Ports), normPorts(actual.Ports))

@@ -147,6 +147,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 		c.failed(m, "release VIP")
 		return done(cur != nil, nil, fmt.Errorf("releasing VIP: %w", err))
 	}
+	aggregate.RecordExportedKeys(desired)
 	// What this member's CRDs would drop is not asked for (or every pass
 	// would find the import out of date).
 	m.Schema.PruneImport(desired)
@@ -207,7 +208,8 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 				return nil // the object read after a conflict has it already
 			}
 			upd := cur.DeepCopy()
-			upd.Labels, upd.Annotations, upd.Spec = desired.Labels, desired.Annotations, desired.Spec
+			upd.Labels, upd.Annotations = aggregate.MergeImportMeta(desired, cur)
+			upd.Spec = desired.Spec
 			out, err := m.UpdateImport(ctx, upd)
 			c.wrote(m, kindImport, "update", ns, name)
 			if apierrors.IsConflict(err) {
@@ -416,7 +418,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 				return nil // the slice read after a conflict has it already
 			}
 			upd := a.DeepCopy()
-			upd.Labels, upd.Endpoints, upd.Ports = d.Labels, d.Endpoints, d.Ports
+			upd.Labels, upd.Endpoints, upd.Ports = aggregate.MergeSliceLabels(d, a), d.Endpoints, d.Ports
 			_, err := client.Update(ctx, upd, metav1.UpdateOptions{})
 			c.wrote(m, kindSlice, "update", ns, d.Name)
 			if apierrors.IsConflict(err) {
