@@ -391,15 +391,15 @@ func (c *Controller) frozenServices() int {
 	return len(keys)
 }
 
-// setMemberState sets the member_state series of a member, labelled with
-// its cluster ID once it has joined (its context before: the series under
-// the context goes when the ID differs).
+// setMemberState sets the member_state series of a member: labelled with
+// its kubeconfig context, and with its cluster ID once it has joined (its
+// context before: the series under the context goes when the ID differs).
 func (c *Controller) setMemberState(context, cluster string, s members.State) {
 	c.stateMu.Lock()
 	defer c.stateMu.Unlock()
 	if prev, ok := c.stateLabel[context]; ok && prev != cluster {
 		for _, st := range members.States {
-			c.metrics.MemberState.DeleteLabelValues(prev, st.String())
+			c.metrics.MemberState.DeleteLabelValues(prev, context, st.String())
 		}
 	}
 	c.stateLabel[context] = cluster
@@ -408,7 +408,7 @@ func (c *Controller) setMemberState(context, cluster string, s members.State) {
 		if st == s {
 			v = 1
 		}
-		c.metrics.MemberState.WithLabelValues(cluster, st.String()).Set(v)
+		c.metrics.MemberState.WithLabelValues(cluster, context, st.String()).Set(v)
 	}
 }
 

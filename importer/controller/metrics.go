@@ -18,8 +18,8 @@ type Metrics struct {
 	// Errors counts failed operations, by cluster and operation.
 	Errors *prometheus.CounterVec
 	// MemberState is 1 for each member's current state (up, unreachable,
-	// down, unknown), 0 for the others; a member not joined yet is
-	// labelled with its kubeconfig context.
+	// down, unknown), 0 for the others, by cluster ID (the kubeconfig
+	// context of a member not joined yet) and context.
 	MemberState *prometheus.GaugeVec
 	// Withdrawals counts members withdrawn after the grace period.
 	Withdrawals *prometheus.CounterVec
@@ -46,8 +46,8 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed func() float
 		}, []string{"cluster", "operation"}),
 		MemberState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "member_state",
-			Help: "1 for the current state (up, unreachable, down, unknown) of each member cluster, 0 for the others; cluster is the cluster ID, or the kubeconfig context of a member not joined yet.",
-		}, []string{"cluster", "state"}),
+			Help: "1 for the current state (up, unreachable, down, unknown) of each member cluster, 0 for the others; cluster is the cluster ID (the kubeconfig context of a member not joined yet), context the member's kubeconfig context.",
+		}, []string{"cluster", "context", "state"}),
 		Withdrawals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "mcs_importer", Name: "member_withdrawals_total",
 			Help: "Member clusters withdrawn (their exports no longer imported) after the grace period, by cluster.",
