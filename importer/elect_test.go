@@ -37,6 +37,12 @@ func startReplicas(t *testing.T, bin string, args []string) (leader, follower *p
 	t.Helper()
 	a := procs.Start(t, "importer-a", bin, args...)
 	b := procs.Start(t, "importer-b", bin, args...)
+	return whoLeads(t, a, b)
+}
+
+// whoLeads waits until one of two replicas leads.
+func whoLeads(t *testing.T, a, b *procs.Process) (leader, follower *procs.Process) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		switch {
 		case strings.Contains(a.Output(), "msg=leading"):

@@ -369,16 +369,10 @@ func TestLeaderKilledWhileMemberDown(t *testing.T) {
 		"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
 	a := startImporterProc(t, "importer-a", args...)
 	b := startImporterProc(t, "importer-b", args...)
-	var leader, standby *importerProc
-	require.Eventually(t, func() bool {
-		switch {
-		case strings.Contains(a.Output(), "msg=leading"):
-			leader, standby = a, b
-		case strings.Contains(b.Output(), "msg=leading"):
-			leader, standby = b, a
-		}
-		return leader != nil
-	}, waitFor, tick)
+	leader, standby := a, b
+	if l, _ := whoLeads(t, a.Process, b.Process); l == b.Process {
+		leader, standby = b, a
+	}
 	exportIn(t, east, ns, "one", "10.73.0.1")
 	waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "one", map[string][]string{"east": {"10.73.0.1"}})
 	killed := time.Now()

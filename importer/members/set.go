@@ -236,18 +236,7 @@ func (s *Set) Run(ctx context.Context) {
 	for _, sl := range s.slots {
 		wg.Go(func() { s.runSlot(ctx, sl) })
 	}
-	wg.Go(func() {
-		t := time.NewTicker(s.o.ProbeInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				s.decide()
-			}
-		}
-	})
+	wg.Go(func() { wait.Until(s.decide, s.o.ProbeInterval, ctx.Done()) })
 	wg.Wait()
 	for _, m := range s.Members() {
 		m.Stop()
