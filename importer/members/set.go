@@ -56,9 +56,6 @@ type Change struct {
 	// Down, or the replaced member's (still readable during OnChange), so
 	// that the keys only it knew are reconciled too.
 	Dropped *Caches
-	// Replaced is the member that Member replaced, when the member was
-	// joined again (its served MCS API versions changed).
-	Replaced *Member
 }
 
 // Cluster names the member in logs and metrics: its cluster ID once it has
@@ -316,7 +313,7 @@ func (s *Set) join(ctx context.Context, sl *slot, old *Member) (*Member, error) 
 	if old != nil {
 		oldCaches = old.Caches()
 	}
-	s.o.OnChange(Change{Context: sl.cfg.Context, Member: m, State: Up, Replaced: old, Dropped: oldCaches})
+	s.o.OnChange(Change{Context: sl.cfg.Context, Member: m, State: Up, Dropped: oldCaches})
 	if old != nil {
 		old.Stop()
 	}
