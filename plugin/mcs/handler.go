@@ -44,13 +44,20 @@ func (p *MCS) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		return plugin.NextOrFailure(p.Name(), p.Next, ctx, w, r)
 	}
 	q := r.Question[0]
-	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
-		return plugin.NextOrFailure(p.Name(), p.Next, ctx, w, r)
-	}
 	qname := dnsname.Lower(q.Name)
 	zi := dnsname.Match(qname, p.zoneNames)
 	if zi < 0 {
 		return plugin.NextOrFailure(p.Name(), p.Next, ctx, w, r)
+	}
+	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
+		// The zones exist in class IN only. Refused here, as CoreDNS's
+		// server refuses other classes when no plugin serves them, rather
+		// than passed on, where a forward in the same server block would
+		// send clusterset names upstream (and log each failure).
+		if p.cfg.fall.Through(qname) {
+			return plugin.NextOrFailure(p.Name(), p.Next, ctx, w, r)
+		}
+		return dns.RcodeRefused, nil
 	}
 	if r.Opcode != dns.OpcodeQuery {
 		// NOTIFY, UPDATE, ...: this server is no primary or secondary

@@ -262,6 +262,24 @@ func TestServeDNSTransfersRefused(t *testing.T) {
 	assert.Equal(t, dns.RcodeRefused, query(t, p, "clusterset.local.", dns.TypeAXFR).Rcode)
 }
 
+// TestServeDNSOtherClasses: the zones exist in class IN only; a query of
+// another class for a name in them is refused, not passed on (a forward
+// after mcs would send it upstream), unless fallthrough covers the name.
+func TestServeDNSOtherClasses(t *testing.T) {
+	p := newTestMCS(t)
+	p.Next = test.NextHandler(dns.RcodeServerFailure, nil)
+	p.cfg.fall = fall.F{Zones: []string{"in-addr.arpa."}}
+	class := func(c uint16) queryOpt {
+		return func(m *dns.Msg, _ *test.ResponseWriter) { m.Question[0].Qclass = c }
+	}
+	for _, c := range []uint16{dns.ClassCHAOS, dns.ClassHESIOD, dns.ClassNONE, 0, 4242} {
+		assert.Equal(t, dns.RcodeRefused, query(t, p, "web.demo.svc.clusterset.local.", dns.TypeA, class(c)).Rcode, "class %d", c)
+		assert.Equal(t, dns.RcodeServerFailure, query(t, p, "version.bind.", dns.TypeTXT, class(c)).Rcode, "class %d outside the zones: passed on", c)
+		assert.Equal(t, dns.RcodeServerFailure, query(t, p, "10.0.96.10.in-addr.arpa.", dns.TypePTR, class(c)).Rcode, "class %d under fallthrough: passed on", c)
+	}
+	assert.Equal(t, dns.RcodeSuccess, query(t, p, "web.demo.svc.clusterset.local.", dns.TypeA, class(dns.ClassANY)).Rcode, "class ANY is answered")
+}
+
 // TestServeDNSOtherOpcodes: NOTIFY, UPDATE and the like are not queries;
 // the server replies NOTIMP instead of an answer.
 func TestServeDNSOtherOpcodes(t *testing.T) {

@@ -88,6 +88,10 @@ type Cluster struct {
 
 	env *envtest.Environment
 	cp  *controlPlane
+	// apiArgs, while StopAPIServer has stopped the API server, is its
+	// command line; restarted is the one StartAPIServer started.
+	apiArgs   []string
+	restarted *apiServerProc
 }
 
 // Set is a group of member clusters sharing one kubeconfig file.
@@ -316,7 +320,12 @@ func (c *Cluster) Stop() error {
 	env := c.env
 	c.env = nil
 	cpErr := c.cp.stop(false)
-	return errors.Join(cpErr, env.Stop())
+	var apiErr error
+	if p := c.restarted; p != nil {
+		c.restarted = nil
+		apiErr = stopProc(p.cmd.Process.Pid, p.done)
+	}
+	return errors.Join(cpErr, apiErr, env.Stop())
 }
 
 // Stop stops every cluster of the set, in parallel.

@@ -119,3 +119,34 @@ func TestServedVersionMissing(t *testing.T) {
 	require.NotContains(t, err.Error(), "CRDs")
 	require.NotErrorIs(t, err, mcsapi.ErrNotServed)
 }
+
+// StopAPIServer stops the real kube-apiserver process and StartAPIServer
+// brings it back on the same address, certificates and etcd: what was
+// written before is still there and the same clients work again.
+func TestAPIServerRestart(t *testing.T) {
+	set := cluster.Start(t, cluster.Spec{Name: "east"})
+	c := set.Clusters[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	require.NoError(t, c.StopAPIServer())
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	_, err = c.Kube.CoreV1().Namespaces().Get(short, "kept", metav1.GetOptions{})
+	cancelShort()
+	require.Error(t, err, "the API server answers while stopped")
+	require.Error(t, c.StopAPIServer(), "stopping twice")
+
+	require.NoError(t, c.StartAPIServer(ctx))
+	_, err = c.Kube.CoreV1().Namespaces().Get(ctx, "kept", metav1.GetOptions{})
+	require.NoError(t, err, "etcd kept what was written")
+	_, err = c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// Twice: the restarted process stops and starts as well.
+	require.NoError(t, c.StopAPIServer())
+	require.NoError(t, c.StartAPIServer(ctx))
+	_, err = c.Kube.CoreV1().Namespaces().Get(ctx, "after", metav1.GetOptions{})
+	require.NoError(t, err)
+}

@@ -1,0 +1,175 @@
+package answers
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// fuzzInput turns fuzz bytes into one import and its slices as they
+// reach Build: names as internal/compact admits them (the longest labels
+// and subdomains, names that make a per-endpoint name too long),
+// duplicate and unready endpoints, both families, any addresses, ports
+// with and without names, so that Build meets what a hostile or broken
+// writer can put into the API.
+type fuzzInput struct {
+	b []byte
+}
+
+func (f *fuzzInput) byte() byte {
+	if len(f.b) == 0 {
+		return 0
+	}
+	c := f.b[0]
+	f.b = f.b[1:]
+	return c
+}
+
+func (f *fuzzInput) str(alphabet string) string {
+	n := int(f.byte()) % 70
+	var sb strings.Builder
+	for range n {
+		sb.WriteByte(alphabet[int(f.byte())%len(alphabet)])
+	}
+	return sb.String()
+}
+
+func (f *fuzzInput) addr() netip.Addr {
+	if f.byte()%3 == 0 {
+		var a [16]byte
+		for i := range a {
+			a[i] = f.byte()
+		}
+		return netip.AddrFrom16(a)
+	}
+	return netip.AddrFrom4([4]byte{10, f.byte(), f.byte(), f.byte()})
+}
+
+const labelChars = "abz09-."
+
+func (f *fuzzInput) service() (*Service, []*Slice) {
+	svc := &Service{Namespace: "demo", Name: "svc", Type: Type(1 + f.byte()%2)}
+	for range f.byte() % 4 {
+		svc.IPs = append(svc.IPs, f.addr())
+	}
+	for range f.byte() % 6 {
+		// Port names and numbers pass the API's validation before Build
+		// sees them (internal/compact): a DNS label, 1..65535.
+		name := f.str("abz09-")
+		if len(validation.IsDNS1123Label(name)) > 0 {
+			name = ""
+		}
+		svc.Ports = append(svc.Ports, Port{Name: name, Protocol: []string{"tcp", "udp", "sctp"}[f.byte()%3], Port: 1 + uint16(f.byte())<<8 | uint16(f.byte())})
+	}
+	svc.EndpointsAbsent = f.byte()%16 == 0
+	var out []*Slice
+	for i := range f.byte() % 5 {
+		// As internal/compact admits them: a slice whose cluster ID is no
+		// DNS subdomain is rejected, a hostname that is no DNS label dropped.
+		s := &Slice{Name: fmt.Sprintf("s%d", i), ClusterID: f.str(labelChars)}
+		if len(validation.IsDNS1123Subdomain(s.ClusterID)) > 0 || slices.ContainsFunc(strings.Split(s.ClusterID, "."), func(l string) bool { return len(l) > 63 }) {
+			s.ClusterID = "c" + strconv.Itoa(int(i))
+		}
+		for range f.byte() % 40 {
+			ep := Endpoint{Hostname: f.str(labelChars), Ready: f.byte()%4 != 0}
+			if len(validation.IsDNS1123Label(ep.Hostname)) > 0 {
+				ep.Hostname = ""
+			}
+			for range 1 + f.byte()%2 {
+				ep.Addresses = append(ep.Addresses, f.addr())
+			}
+			s.Endpoints = append(s.Endpoints, ep)
+		}
+		out = append(out, s)
+	}
+	return svc, out
+}
+
+// FuzzBuild: Build never panics, and every name it answers gives records
+// that pack into a message, owned by names in the zone, with headless
+// addresses only from ready endpoints.
+func FuzzBuild(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 1, 10, 1, 2, 3, 2, 4, 'h', 't', 't', 'p', 0, 0, 80, 1, 1, 4, 'e', 'a', 's', 't', 2, 3, 'd', 'b', '0', 1, 0, 5, 6, 7})
+	f.Add([]byte{1, 0, 3, 4, 'h', 't', 't', 'p', 0, 0, 80, 1, 2, 3, 'a', '.', 'b', 5, 63, 'x', 1, 0, 1, 2, 3, 0, 'y', 1, 3, 4, 5, 6})
+	f.Add([]byte(strings.Repeat("\x01\x02\x43", 200)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := &fuzzInput{b: data}
+		svc, slices := in.service()
+		cfg := Config{Zones: []string{"clusterset.local.", "example."}, TTL: 5}
+		s := Build(svc, slices, cfg)
+		if s == nil {
+			return
+		}
+		ready := map[netip.Addr]bool{}
+		readyEndpoints := 0
+		var prefixes []string
+		for _, sl := range slices {
+			for _, ep := range sl.Endpoints {
+				if ep.Ready {
+					readyEndpoints++
+					for _, a := range ep.Addresses {
+						ready[a.Unmap()] = true
+					}
+				}
+				prefixes = append(prefixes, strings.ToLower(ep.Hostname+"."+sl.ClusterID))
+			}
+			prefixes = append(prefixes, strings.ToLower(sl.ClusterID))
+		}
+		for _, p := range svc.Ports {
+			prefixes = append(prefixes, "_"+p.Name+"._"+p.Protocol)
+		}
+		prefixes = append(prefixes, "")
+		for z, zone := range cfg.Zones {
+			for _, prefix := range prefixes {
+				n := s.Lookup(z, prefix)
+				if n == nil {
+					continue
+				}
+				for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeTXT} {
+					ans, extra := n.Records(qtype)
+					m := new(dns.Msg)
+					m.SetQuestion("svc.demo.svc."+zone, qtype)
+					m.Answer, m.Extra = ans, extra
+					if _, err := m.Pack(); err != nil {
+						t.Fatalf("%q %s: records do not pack: %v", prefix, dns.TypeToString[qtype], err)
+					}
+					for _, rr := range append(ans, extra...) {
+						if !dns.IsSubDomain(zone, rr.Header().Name) {
+							t.Fatalf("%q: record %v outside %s", prefix, rr, zone)
+						}
+						if svc.Type != Headless {
+							continue
+						}
+						var a netip.Addr
+						switch r := rr.(type) {
+						case *dns.A:
+							a, _ = netip.AddrFromSlice(r.A.To4())
+						case *dns.AAAA:
+							a, _ = netip.AddrFromSlice(r.AAAA)
+						default:
+							continue
+						}
+						if !ready[a.Unmap()] {
+							t.Fatalf("%q: %v is not the address of a ready endpoint", prefix, rr)
+						}
+					}
+				}
+			}
+		}
+		if s.Endpoints() > readyEndpoints {
+			t.Fatalf("Endpoints() = %d, only %d ready endpoints", s.Endpoints(), readyEndpoints)
+		}
+		for _, p := range s.PTRs() {
+			if _, ok := dns.IsDomainName(p.Reverse); !ok {
+				t.Fatalf("PTR owner %q is not a name", p.Reverse)
+			}
+		}
+	})
+}
