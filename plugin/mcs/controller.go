@@ -34,6 +34,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
 	"github.com/mcs-dns/mcs-dns/internal/compact"
+	"github.com/mcs-dns/mcs-dns/internal/listwatchjson"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -283,7 +284,7 @@ func (c *controller) importInformers(ctx context.Context, gvr schema.GroupVersio
 	}
 	g := &importGeneration{gvr: gvr, byScope: map[string]*importInformer{}, gone: make(chan struct{}, 1)}
 	for _, ns := range scopes {
-		inf := cache.NewSharedIndexInformerWithOptions(client.listWatch(ns), &compact.WireImport{},
+		inf := cache.NewSharedIndexInformerWithOptions(client.listWatch(ns), &listwatchjson.ServiceImport{},
 			cache.SharedIndexInformerOptions{ObjectDescription: gvr.Resource + "." + gvr.Group + "/" + gvr.Version})
 		reg, err := inf.AddEventHandler(c.handler(true))
 		if err == nil {
@@ -446,7 +447,7 @@ func (c *controller) discover(ctx context.Context, disc discovery.DiscoveryInter
 }
 
 // importClient reads ServiceImports of one served version into
-// compact.WireImport: typed metadata, raw spec and status. (The dynamic
+// listwatchjson.ServiceImport: typed metadata, raw spec and status. (The dynamic
 // client's Unstructured decoding was most of the CPU of the one goroutine
 // reading the ServiceImport watch, the critical path of start-up.)
 type importClient struct {
@@ -458,8 +459,8 @@ type importClient struct {
 func newImportClient(cfg *rest.Config, gvr schema.GroupVersionResource) (*importClient, error) {
 	gv := gvr.GroupVersion()
 	sch := kruntime.NewScheme()
-	sch.AddKnownTypeWithName(gv.WithKind("ServiceImport"), &compact.WireImport{})
-	sch.AddKnownTypeWithName(gv.WithKind("ServiceImportList"), &compact.WireImportList{})
+	sch.AddKnownTypeWithName(gv.WithKind("ServiceImport"), &listwatchjson.ServiceImport{})
+	sch.AddKnownTypeWithName(gv.WithKind("ServiceImportList"), &listwatchjson.ServiceImportList{})
 	metav1.AddToGroupVersion(sch, gv)
 	rc := rest.CopyConfig(cfg)
 	rc.GroupVersion = &gv
@@ -480,7 +481,7 @@ func newImportClient(cfg *rest.Config, gvr schema.GroupVersionResource) (*import
 }
 
 // listWatch lists and watches the ServiceImports of namespace ns ("": all).
-// Responses are decoded straight from the body by compact's wire decoders
+// Responses are decoded straight from the body by listwatchjson's decoders
 // (one scan and one decode per object, instead of client-go's generic
 // framing, kind sniffing and envelope decoding); Stream turns non-2xx
 // responses into API errors as Do and Watch do.
@@ -496,7 +497,7 @@ func (ic *importClient) listWatch(ns string) *cache.ListWatch {
 				_, _ = io.Copy(io.Discard, body)
 				_ = body.Close()
 			}()
-			return compact.DecodeWireList(body)
+			return listwatchjson.DecodeList(body)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.Watch = true
@@ -504,7 +505,7 @@ func (ic *importClient) listWatch(ns string) *cache.ListWatch {
 			if err != nil {
 				return nil, err
 			}
-			return watch.NewStreamWatcher(compact.NewWireWatchDecoder(body),
+			return watch.NewStreamWatcher(listwatchjson.NewWatchDecoder(body),
 				apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 		},
 	}
@@ -541,8 +542,8 @@ func watchErrorHandler(resource string, gone chan<- struct{}) cache.WatchErrorHa
 func transformImport(obj any) (any, error) {
 	var imp *compact.Import
 	switch o := obj.(type) {
-	case *compact.WireImport:
-		imp = compact.ImportFromWire(o, time.Now())
+	case *listwatchjson.ServiceImport:
+		imp = compact.ImportFromJSON(o, time.Now())
 	case *unstructured.Unstructured:
 		imp = compact.ImportFromUnstructured(o, time.Now())
 	default:
