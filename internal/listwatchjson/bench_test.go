@@ -40,7 +40,7 @@ func benchImports() []mcsv1beta1.ServiceImport {
 			UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)), ResourceVersion: fmt.Sprint(1000 + i),
 			Generation: 1, CreationTimestamp: created,
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate,
-				APIVersion: benchGV.String(), Time: &created, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}},
+				APIVersion: benchGV.String(), Time: &created, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}},
 		}
 	}
 	out := make([]mcsv1beta1.ServiceImport, 0, benchClusterSetIP+benchHeadless)
