@@ -16,9 +16,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/listwatchjson"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -310,4 +312,32 @@ func ValidClusterID(id string) error {
 		}
 	}
 	return nil
+}
+
+// ImportFromJSON reads a ServiceImport decoded by listwatchjson as ImportFromUnstructured reads the
+// same object decoded into Unstructured. It never fails: a malformed
+// object comes back with Err set.
+func ImportFromJSON(w *listwatchjson.ServiceImport, now time.Time) *Import {
+	imp := &Import{Meta: metaOf(w), Arrived: now}
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetNamespace(w.Namespace)
+	u.SetName(w.Name)
+	for _, p := range []struct {
+		part string
+		raw  []byte
+	}{{"spec", w.Spec}, {"status", w.Status}} {
+		part, raw := p.part, p.raw
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		var v map[string]any
+		if err := utiljson.Unmarshal(raw, &v); err != nil {
+			imp.Service.Namespace, imp.Service.Name = w.Namespace, w.Name
+			imp.Err = fmt.Errorf("%s is not an object: %w", part, err)
+			return imp
+		}
+		u.Object[part] = v
+	}
+	imp.Service, imp.Err = readImport(u, imp.skip)
+	return imp
 }

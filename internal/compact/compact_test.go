@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/listwatchjson"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -86,19 +87,19 @@ func TestImportFromUnstructured(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := ImportFromUnstructured(tt.in, time.Now())
-			// The same object as the API sends it, read into a WireImport:
+			// The same object as the API sends it, read into a listwatchjson.ServiceImport:
 			// the same result.
 			b, err := json.Marshal(tt.in.Object)
 			require.NoError(t, err)
-			var w WireImport
+			var w listwatchjson.ServiceImport
 			require.NoError(t, json.Unmarshal(b, &w))
-			fromWire := ImportFromWire(&w, got.Arrived)
-			assert.Equal(t, got.Service, fromWire.Service)
-			assert.Equal(t, got.Meta, fromWire.Meta)
-			assert.Equal(t, got.Err, fromWire.Err)
+			fromJSON := ImportFromJSON(&w, got.Arrived)
+			assert.Equal(t, got.Service, fromJSON.Service)
+			assert.Equal(t, got.Meta, fromJSON.Meta)
+			assert.Equal(t, got.Err, fromJSON.Err)
 			assert.Equal(t, &w, w.DeepCopyObject())
-			assert.Equal(t, got.Skipped, fromWire.Skipped)
-			assert.Equal(t, got.SkipErr, fromWire.SkipErr)
+			assert.Equal(t, got.Skipped, fromJSON.Skipped)
+			assert.Equal(t, got.SkipErr, fromJSON.SkipErr)
 			if skipSub, ok := strings.CutPrefix(tt.errSub, "skip:"); ok {
 				require.NoError(t, got.Err)
 				assert.Equal(t, 1, got.Skipped)
@@ -199,15 +200,15 @@ func TestDeepCopyEqual(t *testing.T) {
 	assert.Equal(t, got, got.DeepCopyObject())
 }
 
-// TestImportFromWireMalformed: spec or status that is not an object is a
+// TestImportFromJSONMalformed: spec or status that is not an object is a
 // rejection of that import, not a decoding error of the whole list.
-func TestImportFromWireMalformed(t *testing.T) {
-	var w WireImport
+func TestImportFromJSONMalformed(t *testing.T) {
+	var w listwatchjson.ServiceImport
 	require.NoError(t, json.Unmarshal([]byte(`{"metadata":{"name":"web","namespace":"demo"},"spec":"oops","status":{"type":"ClusterSetIP"}}`), &w))
-	got := ImportFromWire(&w, time.Now())
+	got := ImportFromJSON(&w, time.Now())
 	require.Error(t, got.Err)
 	assert.Contains(t, got.Err.Error(), "spec is not an object")
-	var list WireImportList
+	var list listwatchjson.ServiceImportList
 	require.NoError(t, json.Unmarshal([]byte(`{"metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"},"spec":[1]}]}`), &list))
 	assert.Len(t, list.Items, 2)
 	assert.Equal(t, &list, list.DeepCopyObject())

@@ -1,9 +1,16 @@
 package mcs
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
 )
 
 // reachability wraps the API client's transport to notice when the API
@@ -49,4 +56,26 @@ func resourceOf(path string) string {
 		return "endpointslices"
 	}
 	return "discovery"
+}
+
+// watchErrorHandler logs and counts a reflector's errors; a list that
+// finds the resource not served (404) also signals gone, when set. A
+// permanent error (see permanent) before the first sync fails start-up.
+func (c *controller) watchErrorHandler(resource string, gone chan<- struct{}) cache.WatchErrorHandlerWithContext {
+	return func(_ context.Context, _ *cache.Reflector, err error) {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return // the server closed a watch; the reflector resumes it
+		}
+		watchErrors.WithLabelValues(resource).Inc()
+		log.Warningf("watching %s: %v", resource, err)
+		if permanent(err) {
+			c.fail(fmt.Errorf("watching %s: %w", resource, err))
+		}
+		if gone != nil && apierrors.IsNotFound(err) {
+			select {
+			case gone <- struct{}{}:
+			default: // one is pending already
+			}
+		}
+	}
 }

@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -480,7 +481,7 @@ legacy 5 IN A 192.0.2.99
 	t.Run("shutdown stops everything, gauges follow", func(t *testing.T) { testLifecycle(t, set) })
 	t.Run("reload", func(t *testing.T) { testReload(t, set) })
 	t.Run("RBAC from the README", func(t *testing.T) { testRBAC(t, set) })
-	t.Run("v1alpha1 only, CRDs installed late, ready", func(t *testing.T) { testAlpha(t, set) })
+	t.Run("v1alpha1 only, start-up fails until the CRDs are installed, ready", func(t *testing.T) { testAlpha(t, set) })
 	t.Run("status fork and API down", func(t *testing.T) { testForkAndAPIDown(t, set) })
 }
 
@@ -595,11 +596,32 @@ func testReload(t *testing.T, set *cluster.Set) {
 		"the old instance's informers must stop: %d goroutines, %d before the reload", informerGoroutines(), running)
 }
 
-// testRBAC runs the plugin as a user without permissions: it is not ready
-// and counts the Forbidden errors; once the README's rules are bound it
-// syncs and answers.
+// testRBAC runs the plugin as a user without permissions: CoreDNS start-up
+// and a reload to it fail naming the refused request; a plugin started
+// anyway is not ready and counts the Forbidden errors; once the README's
+// rules are bound it syncs and answers, and CoreDNS starts.
 func testRBAC(t *testing.T, set *cluster.Set) {
 	mc := set.Get("main")
+	kc, err := clientcmd.LoadFromFile(set.Kubeconfig)
+	require.NoError(t, err)
+	kc.AuthInfos["main"].Impersonate = "mcs-dns-test"
+	denied := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kc, denied))
+	deniedCorefile := fmt.Sprintf(".:0 {\n    mcs {\n        kubeconfig %s main\n    }\n}", denied)
+	_, _, _, err = coretest.CoreDNSServerAndPorts(deniedCorefile)
+	require.Error(t, err, "RBAC denies the lists: start-up fails")
+	assert.Contains(t, err.Error(), "plugin/mcs: ")
+	assert.Contains(t, err.Error(), `is forbidden: User "mcs-dns-test" cannot list resource`)
+	// A reload to it fails too; the running instance keeps answering.
+	running := startCoreDNS(t, fmt.Sprintf(".:0 {\n    mcs {\n        kubeconfig %s main\n    }\n}", set.Kubeconfig))
+	running.eventually(t, "v6.demo.svc.clusterset.local", dns.TypeAAAA, answer("v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c"))
+	_, err = running.inst.Restart(coretest.NewInput(deniedCorefile))
+	require.Error(t, err, "a reload to the denied stanza fails")
+	assert.Contains(t, err.Error(), `is forbidden: User "mcs-dns-test" cannot list resource`)
+	r, err := ask(running.udp, "udp", "v6.demo.svc.clusterset.local", dns.TypeAAAA, 1232)
+	require.NoError(t, err)
+	require.NoError(t, answer("v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c")(r), "the running instance still answers")
+
 	cfg := rest.CopyConfig(mc.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "mcs-dns-test"}
 	before := testutil.ToFloat64(watchErrors.WithLabelValues(mcsapi.ServiceImports))
@@ -612,7 +634,7 @@ func testRBAC(t *testing.T, set *cluster.Set) {
 	assert.False(t, p.Ready())
 
 	ctx := ctxT(t)
-	_, err := mc.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+	_, err = mc.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "mcs-dns-test"},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports"}, Verbs: []string{"list", "watch"}},
@@ -627,8 +649,10 @@ func testRBAC(t *testing.T, set *cluster.Set) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, p.Ready, 60*time.Second, 50*time.Millisecond, "ready once the rules are bound")
-	r := query(t, p, "v6.demo.svc.clusterset.local.", dns.TypeAAAA)
+	r = query(t, p, "v6.demo.svc.clusterset.local.", dns.TypeAAAA)
 	assert.Equal(t, []string{"v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c"}, rrs(r.Answer))
+	allowed := startCoreDNS(t, deniedCorefile)
+	allowed.eventually(t, "v6.demo.svc.clusterset.local", dns.TypeAAAA, answer("v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c"))
 }
 
 func freePort(t *testing.T) int {
@@ -681,26 +705,18 @@ func installCRD(t *testing.T, c *cluster.Cluster, crd *apiextensionsv1.CustomRes
 }
 
 // testAlpha: a cluster that serves only v1alpha1, and whose CRDs come
-// after CoreDNS started. Not ready (and SERVFAIL rather than NXDOMAIN)
-// until the informers sync; then answers from v1alpha1 objects.
+// after a first start-up, which fails naming them. Once they are
+// installed CoreDNS starts, answers from v1alpha1 objects, and is ready.
 func testAlpha(t *testing.T, set *cluster.Set) {
 	ac := set.Get("alpha")
-	readyPort := freePort(t)
-	srv := startCoreDNS(t, fmt.Sprintf(`.:0 {
-    ready 127.0.0.1:%d
+	_, _, _, err := coretest.CoreDNSServerAndPorts(fmt.Sprintf(`.:0 {
     mcs {
         kubeconfig %s alpha
     }
-}`, readyPort, set.Kubeconfig))
-	readyURL := "http://127.0.0.1:" + strconv.Itoa(readyPort) + "/ready"
-	require.Eventually(t, func() bool { code, _ := httpGet(readyURL); return code != 0 }, 10*time.Second, 20*time.Millisecond)
-	time.Sleep(time.Second)
-	code, body := httpGet(readyURL)
-	assert.Equal(t, http.StatusServiceUnavailable, code, "no CRDs yet: not ready")
-	assert.Contains(t, body, "mcs")
-	r, err := ask(srv.udp, "udp", "nothere.demo.svc.clusterset.local", dns.TypeA, 0)
-	require.NoError(t, err)
-	assert.Equal(t, dns.RcodeServerFailure, r.Rcode, "before sync an unknown name is SERVFAIL, not NXDOMAIN")
+}`, set.Kubeconfig))
+	require.Error(t, err, "no MCS CRDs: start-up fails")
+	assert.Contains(t, err.Error(), "plugin/mcs: ")
+	assert.Contains(t, err.Error(), "serviceimports.multicluster.x-k8s.io is not served (are the mcs-api CRDs installed?)")
 
 	crd := serviceImportCRD(t)
 	var alpha []apiextensionsv1.CustomResourceDefinitionVersion
@@ -723,6 +739,14 @@ func testAlpha(t *testing.T, set *cluster.Set) {
 			"ports": []any{map[string]any{"name": "http", "protocol": "TCP", "port": int64(80)}}},
 	}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	readyPort := freePort(t)
+	srv := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    ready 127.0.0.1:%d
+    mcs {
+        kubeconfig %s alpha
+    }
+}`, readyPort, set.Kubeconfig))
+	readyURL := "http://127.0.0.1:" + strconv.Itoa(readyPort) + "/ready"
 	srv.eventually(t, "old.demo.svc.clusterset.local", dns.TypeA, answer("old.demo.svc.clusterset.local. A 10.96.200.1"))
 	srv.eventually(t, "_http._tcp.old.demo.svc.clusterset.local", dns.TypeSRV, answer(
 		"_http._tcp.old.demo.svc.clusterset.local. SRV 0 100 80 old.demo.svc.clusterset.local."))
@@ -761,7 +785,7 @@ func testAlpha(t *testing.T, set *cluster.Set) {
 	require.NoError(t, ac.Dynamic.Resource(beta).Namespace("demo").Delete(ctxT(t), "old", metav1.DeleteOptions{}))
 	srv.eventually(t, "newer.demo.svc.clusterset.local", dns.TypeA, answer("newer.demo.svc.clusterset.local. A 10.96.200.2"))
 	srv.eventually(t, "old.demo.svc.clusterset.local", dns.TypeA, wantNX)
-	code, _ = httpGet(readyURL)
+	code, _ := httpGet(readyURL)
 	assert.Equal(t, http.StatusOK, code, "ready throughout")
 }
 

@@ -75,8 +75,17 @@ func setup(c *caddy.Controller) error {
 	p.attach(sourceKey(cfg, restCfg))
 	c.OnStartup(func() error {
 		p.setNSAddrs(boundIPs(c))
-		if p.start() {
-			p.awaitSync(startupWait)
+		started, err := p.start()
+		if err == nil && started {
+			err = p.awaitSync(startupWait)
+		}
+		if err != nil {
+			// A permanent error (credentials or RBAC refused, no MCS
+			// CRDs, a client configuration that does not load): fail
+			// start-up, or the reload, rather than answer SERVFAIL until
+			// someone notices.
+			p.stop()
+			return plugin.Error(pluginName, err)
 		}
 		return nil
 	})
@@ -98,7 +107,8 @@ func setup(c *caddy.Controller) error {
 }
 
 // startupWait bounds how long start-up waits for the informers to sync
-// (the kubernetes plugin's default startup_timeout).
+// (the kubernetes plugin's default startup_timeout), or for a permanent
+// error to fail it.
 const startupWait = 5 * time.Second
 
 // parse reads one mcs stanza:

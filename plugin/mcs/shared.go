@@ -68,15 +68,18 @@ func (p *MCS) attach(key string) {
 }
 
 // start starts p's controller unless it runs already (for another
-// instance of the same key); it reports whether it started it.
-func (p *MCS) start() bool {
+// instance of the same key); it reports whether it started it, and why
+// it could not.
+func (p *MCS) start() (bool, error) {
 	if p.ctl == nil || p.started {
-		return false
+		return false, nil
 	}
-	p.started = true
 	if p.sourceKey == "" {
-		p.ctl.start()
-		return true
+		if err := p.ctl.start(); err != nil {
+			return false, err
+		}
+		p.started = true
+		return true, nil
 	}
 	sharedSources.Lock()
 	defer sharedSources.Unlock()
@@ -86,14 +89,20 @@ func (p *MCS) start() bool {
 		s = &sharedSource{index: p.index, ctl: p.ctl}
 		sharedSources.m[p.sourceKey] = s
 	}
+	started := !s.running
+	if started {
+		if err := p.ctl.start(); err != nil {
+			if s.refs == 0 {
+				delete(sharedSources.m, p.sourceKey)
+			}
+			return false, err
+		}
+		s.running = true
+	}
+	p.started = true
 	s.refs++
 	sharedSources.pending = append(sharedSources.pending, p)
-	if s.running {
-		return false
-	}
-	s.running = true
-	p.ctl.start()
-	return true
+	return started, nil
 }
 
 // stop stops the controller unless other started instances share it.
@@ -130,16 +139,13 @@ func stopPending() {
 // awaitSync waits until the controller has synced, at most d: CoreDNS
 // starts (or, on a reload, replaces the running instance) once every
 // plugin's start-up has returned, so the previous instance keeps
-// answering meanwhile (as the kubernetes plugin's startup_timeout).
-func (p *MCS) awaitSync(d time.Duration) {
+// answering meanwhile (as the kubernetes plugin's startup_timeout). It
+// returns the permanent error that stopped the sync, if one did before.
+func (p *MCS) awaitSync(d time.Duration) error {
 	if p.ctl == nil {
-		return
+		return nil
 	}
-	select {
-	case <-p.ctl.syncedCh:
-	case <-time.After(d):
-		log.Warningf("not synced after %v; answering SERVFAIL until it is", d)
-	}
+	return p.ctl.await(d)
 }
 
 // sourceKey says what a stanza's controller watches and how its answers

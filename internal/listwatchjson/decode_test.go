@@ -1,4 +1,4 @@
-package compact
+package listwatchjson_test
 
 import (
 	"bytes"
@@ -19,6 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
 	restwatch "k8s.io/client-go/rest/watch"
+
+	"github.com/mcs-dns/mcs-dns/internal/compact"
+	"github.com/mcs-dns/mcs-dns/internal/listwatchjson"
 )
 
 // wireStream is a ServiceImport watch as the API server writes it: every
@@ -65,12 +68,12 @@ func wireStream(t testing.TB) []byte {
 }
 
 // clientGoDecoder is the path the watch took before: client-go's framing,
-// envelope and embedded decoders over a scheme holding WireImport.
-func clientGoDecoder(t *testing.T, body io.ReadCloser) watch.Decoder {
+// envelope and embedded decoders over a scheme holding listwatchjson.ServiceImport.
+func clientGoDecoder(t testing.TB, body io.ReadCloser) watch.Decoder {
 	gv := schema.GroupVersion{Group: "multicluster.x-k8s.io", Version: "v1beta1"}
 	sch := runtime.NewScheme()
-	sch.AddKnownTypeWithName(gv.WithKind("ServiceImport"), &WireImport{})
-	sch.AddKnownTypeWithName(gv.WithKind("ServiceImportList"), &WireImportList{})
+	sch.AddKnownTypeWithName(gv.WithKind("ServiceImport"), &listwatchjson.ServiceImport{})
+	sch.AddKnownTypeWithName(gv.WithKind("ServiceImportList"), &listwatchjson.ServiceImportList{})
 	metav1.AddToGroupVersion(sch, gv)
 	metav1.AddToGroupVersion(sch, schema.GroupVersion{Version: "v1"})
 	cf := serializer.NewCodecFactory(sch).WithoutConversion()
@@ -82,7 +85,7 @@ func clientGoDecoder(t *testing.T, body io.ReadCloser) watch.Decoder {
 
 type decoded struct {
 	typ    watch.EventType
-	imp    *Import
+	imp    *compact.Import
 	rv     string
 	annots map[string]string
 	status *metav1.Status
@@ -100,8 +103,8 @@ func drain(t *testing.T, d watch.Decoder) []decoded {
 		require.NoError(t, err)
 		e := decoded{typ: typ}
 		switch o := obj.(type) {
-		case *WireImport:
-			e.imp, e.rv, e.annots = ImportFromWire(o, now), o.ResourceVersion, o.Annotations
+		case *listwatchjson.ServiceImport:
+			e.imp, e.rv, e.annots = compact.ImportFromJSON(o, now), o.ResourceVersion, o.Annotations
 		case *metav1.Status:
 			e.status = o
 		default:
@@ -114,10 +117,10 @@ func drain(t *testing.T, d watch.Decoder) []decoded {
 // The wire decoder gives exactly what client-go's decoders give, for every
 // event type, and a malformed spec is still a rejected import (not a
 // broken stream).
-func TestWireWatchDecoderMatchesClientGo(t *testing.T) {
+func TestWatchDecoderMatchesClientGo(t *testing.T) {
 	stream := wireStream(t)
 	want := drain(t, clientGoDecoder(t, io.NopCloser(bytes.NewReader(stream))))
-	got := drain(t, NewWireWatchDecoder(io.NopCloser(bytes.NewReader(stream))))
+	got := drain(t, listwatchjson.NewWatchDecoder(io.NopCloser(bytes.NewReader(stream))))
 	require.Len(t, want, 7)
 	assert.Equal(t, want, got)
 	assert.Error(t, got[2].imp.Err, "the malformed spec is rejected")
@@ -126,7 +129,7 @@ func TestWireWatchDecoderMatchesClientGo(t *testing.T) {
 	assert.Equal(t, metav1.StatusFailure, got[6].status.Status)
 }
 
-func TestWireWatchDecoderErrors(t *testing.T) {
+func TestWatchDecoderErrors(t *testing.T) {
 	for name, tc := range map[string]struct{ stream, want string }{
 		"not JSON":        {`<html>`, "decoding a ServiceImport watch event"},
 		"unknown type":    {`{"type":"RENAMED","object":{"kind":"ServiceImport"}}`, `invalid watch event type: "RENAMED"`},
@@ -134,7 +137,7 @@ func TestWireWatchDecoderErrors(t *testing.T) {
 		"metadata string": {`{"type":"ADDED","object":{"kind":"ServiceImport","metadata":"a"}}`, "decoding a ServiceImport watch event"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			d := NewWireWatchDecoder(io.NopCloser(strings.NewReader(tc.stream)))
+			d := listwatchjson.NewWatchDecoder(io.NopCloser(strings.NewReader(tc.stream)))
 			_, _, err := d.Decode()
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
@@ -142,20 +145,20 @@ func TestWireWatchDecoderErrors(t *testing.T) {
 	}
 	// A clean end of stream is io.EOF, which the stream watcher treats as
 	// a normal close.
-	_, _, err := NewWireWatchDecoder(io.NopCloser(strings.NewReader(" \n"))).Decode()
+	_, _, err := listwatchjson.NewWatchDecoder(io.NopCloser(strings.NewReader(" \n"))).Decode()
 	assert.Equal(t, io.EOF, err)
 }
 
 // A connection dropped in the middle of an event ends the watch quietly,
 // as with client-go's decoder, so the reflector resumes from the last
 // resource version instead of listing everything again.
-func TestWireWatchDecoderTruncated(t *testing.T) {
+func TestWatchDecoderTruncated(t *testing.T) {
 	stream := wireStream(t)
 	lines := bytes.SplitAfter(stream, []byte("\n"))
 	cut := len(lines[0]) + len(lines[1]) + len(lines[2]) + 40 // inside the fourth event
 	for name, d := range map[string]watch.Decoder{
 		"client-go": clientGoDecoder(t, io.NopCloser(bytes.NewReader(stream[:cut]))),
-		"wire":      NewWireWatchDecoder(io.NopCloser(bytes.NewReader(stream[:cut]))),
+		"wire":      listwatchjson.NewWatchDecoder(io.NopCloser(bytes.NewReader(stream[:cut]))),
 	} {
 		w := watch.NewStreamWatcher(d, apierrors.NewClientErrorReporter(500, "GET", "ClientWatchDecoding"))
 		var types []watch.EventType
@@ -164,7 +167,7 @@ func TestWireWatchDecoderTruncated(t *testing.T) {
 		}
 		assert.Equal(t, []watch.EventType{watch.Added, watch.Added, watch.Added}, types, name)
 	}
-	d := NewWireWatchDecoder(io.NopCloser(bytes.NewReader(stream[:cut])))
+	d := listwatchjson.NewWatchDecoder(io.NopCloser(bytes.NewReader(stream[:cut])))
 	for range 3 {
 		_, _, err := d.Decode()
 		require.NoError(t, err)
@@ -173,24 +176,24 @@ func TestWireWatchDecoderTruncated(t *testing.T) {
 	assert.Equal(t, io.ErrUnexpectedEOF, err, "unwrapped, for the stream watcher")
 }
 
-func TestDecodeWireList(t *testing.T) {
+func TestDecodeList(t *testing.T) {
 	list := `{"apiVersion":"multicluster.x-k8s.io/v1beta1","kind":"ServiceImportList","metadata":{"resourceVersion":"20","continue":"c"},"items":[
 		{"apiVersion":"multicluster.x-k8s.io/v1beta1","kind":"ServiceImport","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","managedFields":[{"manager":"m"}]},"spec":{"type":"Headless"}},
 		{"metadata":{"name":"b","namespace":"ns","resourceVersion":"8"},"spec":{"type":"ClusterSetIP","ips":["10.0.0.1"]}}]}`
-	l, err := DecodeWireList(strings.NewReader(list))
+	l, err := listwatchjson.DecodeList(strings.NewReader(list))
 	require.NoError(t, err)
 	assert.Equal(t, "20", l.ResourceVersion)
 	assert.Equal(t, "c", l.Continue)
 	require.Len(t, l.Items, 2)
 	assert.Equal(t, "ServiceImport", l.Items[1].Kind)
 	assert.Equal(t, "multicluster.x-k8s.io/v1beta1", l.Items[1].APIVersion)
-	b := ImportFromWire(&l.Items[1], time.Time{})
+	b := compact.ImportFromJSON(&l.Items[1], time.Time{})
 	require.NoError(t, b.Err)
 	assert.Equal(t, "ns", b.Namespace)
 	assert.Equal(t, "8", b.ResourceVersion)
 
 	for _, bad := range []string{`{"kind":"Status","status":"Failure"}`, `[1,2]`, `{"kind":"ServiceImportList","items":[{"kind":"Service"}]}`} {
-		_, err := DecodeWireList(strings.NewReader(bad))
+		_, err := listwatchjson.DecodeList(strings.NewReader(bad))
 		assert.Error(t, err, bad)
 	}
 }
@@ -198,21 +201,21 @@ func TestDecodeWireList(t *testing.T) {
 // Whatever the stream holds, decoding returns events or an error, never
 // panics, and every ServiceImport it returns converts (a malformed one
 // comes back rejected, not as a crash).
-func FuzzWireWatchDecoder(f *testing.F) {
+func FuzzWatchDecoder(f *testing.F) {
 	f.Add(wireStream(f))
 	f.Add([]byte(`{"type":"ADDED","object":{"kind":"ServiceImport","metadata":{"name":"a","namespace":"n"},"spec":{"type":"ClusterSetIP","ips":["10.0.0.1"],"ports":[{"port":80}]}}}`))
 	f.Add([]byte(`{"type":"ERROR","object":{"kind":"Status","status":7,"code":"x"}}`))
 	f.Add([]byte(`{"type":"BOOKMARK","object":{"kind":"ServiceImport","metadata":{"annotations":{"k":1}}}}`))
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		d := NewWireWatchDecoder(io.NopCloser(bytes.NewReader(stream)))
+		d := listwatchjson.NewWatchDecoder(io.NopCloser(bytes.NewReader(stream)))
 		defer d.Close()
 		for range 100 {
 			_, obj, err := d.Decode()
 			if err != nil {
 				return
 			}
-			if w, ok := obj.(*WireImport); ok {
-				_ = ImportFromWire(w, time.Time{})
+			if w, ok := obj.(*listwatchjson.ServiceImport); ok {
+				_ = compact.ImportFromJSON(w, time.Time{})
 			}
 		}
 	})

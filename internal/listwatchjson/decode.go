@@ -1,4 +1,4 @@
-package compact
+package listwatchjson
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 )
 
 // The ServiceImport watch (and list) read straight from the response body
-// into WireImports, in one scan and one decode per event. client-go's
+// into ServiceImports, in one scan and one decode per event. client-go's
 // generic path frames each event (a scan), sniffs its kind (a decode),
 // validates and decodes the envelope, then sniffs, validates and decodes
 // the object inside: about seven passes over every byte, on the one
@@ -57,11 +57,11 @@ type wireEvent struct {
 	Object wireObject      `json:"object"`
 }
 
-func (o *wireObject) toImport() (*WireImport, error) {
+func (o *wireObject) toImport() (*ServiceImport, error) {
 	if o.Kind != "ServiceImport" {
 		return nil, fmt.Errorf("object of kind %q in the ServiceImport watch", o.Kind)
 	}
-	return &WireImport{
+	return &ServiceImport{
 		TypeMeta: metav1.TypeMeta{APIVersion: o.APIVersion, Kind: o.Kind},
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: o.Metadata.Namespace, Name: o.Metadata.Name, UID: o.Metadata.UID,
@@ -82,24 +82,24 @@ func (o *wireObject) toStatus() *metav1.Status {
 	return st
 }
 
-// WireWatchDecoder decodes a ServiceImport watch stream (JSON) into
-// WireImports; ERROR events carry a *metav1.Status. It implements
+// WatchDecoder decodes a ServiceImport watch stream (JSON) into
+// ServiceImports; ERROR events carry a *metav1.Status. It implements
 // watch.Decoder, for watch.NewStreamWatcher.
-type WireWatchDecoder struct {
+type WatchDecoder struct {
 	body io.ReadCloser
 	dec  *json.Decoder
 }
 
-// NewWireWatchDecoder reads events from body, which Close closes.
-func NewWireWatchDecoder(body io.ReadCloser) *WireWatchDecoder {
-	return &WireWatchDecoder{body: body, dec: json.NewDecoder(body)}
+// NewWatchDecoder reads events from body, which Close closes.
+func NewWatchDecoder(body io.ReadCloser) *WatchDecoder {
+	return &WatchDecoder{body: body, dec: json.NewDecoder(body)}
 }
 
 // Decode returns the next event. At the end of the stream it returns
 // io.EOF, and io.ErrUnexpectedEOF when the stream ends inside an event; a
 // malformed event is an error (the stream watcher reports it and the
 // reflector lists again).
-func (d *WireWatchDecoder) Decode() (watch.EventType, runtime.Object, error) {
+func (d *WatchDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	var ev wireEvent
 	if err := d.dec.Decode(&ev); err != nil {
 		// Read errors and truncation (io.EOF, io.ErrUnexpectedEOF, a reset
@@ -128,7 +128,7 @@ func (d *WireWatchDecoder) Decode() (watch.EventType, runtime.Object, error) {
 }
 
 // Close closes the body.
-func (d *WireWatchDecoder) Close() { _ = d.body.Close() }
+func (d *WatchDecoder) Close() { _ = d.body.Close() }
 
 // wireList is a ServiceImportList as it is read.
 type wireList struct {
@@ -138,8 +138,8 @@ type wireList struct {
 	Items      []wireObject `json:"items"`
 }
 
-// DecodeWireList reads a ServiceImportList (JSON) from r.
-func DecodeWireList(r io.Reader) (*WireImportList, error) {
+// DecodeList reads a ServiceImportList (JSON) from r.
+func DecodeList(r io.Reader) (*ServiceImportList, error) {
 	var l wireList
 	if err := json.NewDecoder(r).Decode(&l); err != nil {
 		return nil, fmt.Errorf("decoding a ServiceImport list: %w", err)
@@ -147,10 +147,10 @@ func DecodeWireList(r io.Reader) (*WireImportList, error) {
 	if !strings.HasSuffix(l.Kind, "List") {
 		return nil, fmt.Errorf("a ServiceImport list of kind %q", l.Kind)
 	}
-	out := &WireImportList{
+	out := &ServiceImportList{
 		TypeMeta: metav1.TypeMeta{APIVersion: l.APIVersion, Kind: l.Kind},
 		ListMeta: metav1.ListMeta{ResourceVersion: l.Metadata.ResourceVersion, Continue: l.Metadata.Continue},
-		Items:    make([]WireImport, len(l.Items)),
+		Items:    make([]ServiceImport, len(l.Items)),
 	}
 	for i := range l.Items {
 		it := &l.Items[i]

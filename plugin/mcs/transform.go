@@ -1,0 +1,116 @@
+package mcs
+
+// The informer transforms: ServiceImports and EndpointSlices become
+// compact objects as they arrive, malformed ones are counted and logged
+// once per version, and slices of untrusted managers are kept but never
+// answer.
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/mcs-dns/mcs-dns/internal/compact"
+	"github.com/mcs-dns/mcs-dns/internal/listwatchjson"
+)
+
+// byService indexes compact slices by "<namespace>/<service>".
+const byService = "service"
+
+func indexByService(obj any) ([]string, error) {
+	if s, ok := obj.(*compact.Slice); ok {
+		return []string{s.ServiceKey()}, nil
+	}
+	return nil, nil
+}
+
+// transformImport turns a ServiceImport into a compact.Import as it
+// enters the informer; malformed ones are logged and counted here, once
+// per arriving version.
+func transformImport(obj any) (any, error) {
+	var imp *compact.Import
+	switch o := obj.(type) {
+	case *listwatchjson.ServiceImport:
+		imp = compact.ImportFromJSON(o, time.Now())
+	case *unstructured.Unstructured:
+		imp = compact.ImportFromUnstructured(o, time.Now())
+	default:
+		return obj, nil // already transformed, or a tombstone
+	}
+	if imp.Err != nil {
+		rejectedObjects.WithLabelValues(kindServiceImport).Inc()
+		log.Warningf("skipping ServiceImport %s/%s: %v", imp.Namespace, imp.Name, imp.Err)
+	} else if imp.Skipped > 0 {
+		rejectedObjects.WithLabelValues(kindImportEntry).Add(float64(imp.Skipped))
+		log.Warningf("ServiceImport %s/%s: skipping %d malformed ips/ports entr(ies), the rest answers: %v", imp.Namespace, imp.Name, imp.Skipped, imp.SkipErr)
+	}
+	return imp, nil
+}
+
+func transformSlice(obj any) (any, error) {
+	es, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	s := compact.SliceFromEndpointSlice(es, time.Now())
+	if s.Err != nil {
+		rejectedObjects.WithLabelValues(kindEndpointSlice).Inc()
+		log.Warningf("skipping EndpointSlice %s/%s: %v", s.Namespace, s.Name, s.Err)
+	} else if s.Skipped > 0 {
+		rejectedObjects.WithLabelValues(kindEndpoint).Add(float64(s.Skipped))
+		log.Warningf("EndpointSlice %s/%s: skipping %d malformed endpoint(s): %v", s.Namespace, s.Name, s.Skipped, s.SkipErr)
+	}
+	return s, nil
+}
+
+// transformTrustedSlice is transformSlice for the slices of a manager
+// the stanza trusts (endpointslice_managers); any other slice is kept,
+// for its events, but never answers: anyone who may create EndpointSlices
+// in a namespace could otherwise put addresses, per-endpoint names and
+// PTRs under a clusterset name and impersonate a cluster ID.
+func (c *controller) transformTrustedSlice(obj any) (any, error) {
+	out, err := transformSlice(obj)
+	s, ok := out.(*compact.Slice)
+	es, isSlice := obj.(*discoveryv1.EndpointSlice)
+	if err != nil || !ok || !isSlice || s.Err != nil {
+		return out, err
+	}
+	if reason := untrusted(c.managers, es.Labels[discoveryv1.LabelManagedBy]); reason != "" {
+		ignoredObjects.WithLabelValues(reason).Inc()
+		log.Warningf("ignoring EndpointSlice %s/%s: managed-by %q is not a trusted manager (%s; see endpointslice_managers)",
+			es.Namespace, es.Name, es.Labels[discoveryv1.LabelManagedBy], reason)
+		s.Err = errUntrusted
+	}
+	return s, nil
+}
+
+var errUntrusted = errors.New("not from a trusted endpointslice manager")
+
+// The reasons a slice is not trusted (coredns_mcs_ignored_objects_total).
+const (
+	reasonNoManager          = "no_manager"
+	reasonKubeController     = "kubernetes_endpointslice_controller"
+	reasonUntrustedManager   = "untrusted_manager"
+	kubeEndpointSliceManager = "endpointslice-controller.k8s.io"
+)
+
+// untrusted says why a slice managed by manager is not served under the
+// trusted managers ("" when it is): none, the Kubernetes endpointslice
+// controller's (it publishes a cluster's own Services, never clusterset
+// ones), or, when managers are listed, one not listed.
+func untrusted(managers []string, manager string) string {
+	switch {
+	case manager == "":
+		return reasonNoManager
+	case managers != nil && slices.Contains(managers, manager):
+		return ""
+	case managers != nil:
+		return reasonUntrustedManager
+	case manager == kubeEndpointSliceManager:
+		return reasonKubeController
+	}
+	return ""
+}
