@@ -66,6 +66,20 @@ bench: tools apt build ## mcs vs CoreDNS's in-tree multicluster vs whoami (dnspe
 	@$(RECORD_RUN)
 	.bench/bin/bench -out .bench -go-bench ./plugin/... $(BENCH_FLAGS)
 
+FUZZTIME ?= 60s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 60s); a crash is saved under the package's testdata/fuzz/ and make test replays it
+	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
+SOAK_DURATION ?= 60s
+SOAK_QPS ?= 5000
+
+.PHONY: soak
+soak: tools apt ## Our CoreDNS under dnsperf load while EndpointSlices and ServiceImports churn (SOAK_DURATION=60s, SOAK_QPS=5000): no SERVFAIL, answers at most 2 s stale, RSS and goroutines flat
+	@$(RECORD_RUN); trap 'hack/reap.sh' EXIT; MCS_DNS_SOAK_DURATION=$(SOAK_DURATION) MCS_DNS_SOAK_QPS=$(SOAK_QPS) MCS_DNS_SOAK_RACE=0 \
+		$(GO) test -count=1 -timeout 30m -run '^TestSoak$$' -v ./test/soak
+
 .PHONY: demo
 demo: tools apt build ## Three local member clusters, mcs-importer, our CoreDNS per cluster, and dig answers (Ctrl-C stops)
 	@$(RECORD_RUN)

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
@@ -17,12 +19,41 @@ import (
 // server cannot be reached. client-go's reflectors retry refused
 // connections quietly, so without this an API outage would go unlogged.
 // It logs once when the server becomes unreachable and once when it comes
-// back, and counts every failed request by resource.
+// back, counts every failed request by resource, and tells how long the
+// answers have been cut off from the API (coredns_mcs_last_sync_age_seconds).
 type reachability struct {
 	down atomic.Bool
+	// lastContact is when the API server last answered (unix ns), set
+	// when it stops answering; 0 while it does.
+	lastContact atomic.Int64
+}
+
+// age is how long the answers have gone without the API server: 0 while
+// it answers, else the time since it last did.
+func (r *reachability) age(now time.Time) time.Duration {
+	t := r.lastContact.Load()
+	if t == 0 {
+		return 0
+	}
+	return now.Sub(time.Unix(0, t))
+}
+
+// reachabilities are the running controllers' (see lastSyncAge).
+var reachabilities sync.Map // *reachability -> struct{}
+
+// lastSyncAge is the largest age over the running controllers.
+func lastSyncAge() float64 {
+	now := time.Now()
+	var oldest time.Duration
+	reachabilities.Range(func(k, _ any) bool {
+		oldest = max(oldest, k.(*reachability).age(now))
+		return true
+	})
+	return oldest.Seconds()
 }
 
 func (r *reachability) wrap(rt http.RoundTripper) http.RoundTripper {
+	var last atomic.Int64 // when a request last went through (unix ns)
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
@@ -31,11 +62,18 @@ func (r *reachability) wrap(rt http.RoundTripper) http.RoundTripper {
 			}
 			watchErrors.WithLabelValues(resourceOf(req.URL.Path)).Inc()
 			if r.down.CompareAndSwap(false, true) {
+				since := last.Load()
+				if since == 0 {
+					since = time.Now().UnixNano()
+				}
+				r.lastContact.Store(since)
 				log.Warningf("cannot reach the API server; answers stay as they are until it is back: %v", err)
 			}
 			return resp, err
 		}
+		last.Store(time.Now().UnixNano())
 		if r.down.CompareAndSwap(true, false) {
+			r.lastContact.Store(0)
 			log.Infof("the API server is reachable again")
 		}
 		return resp, nil

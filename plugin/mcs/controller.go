@@ -114,6 +114,7 @@ func (c *controller) start() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.done = make(chan struct{})
+	reachabilities.Store(&c.reach, struct{}{})
 	go c.run(ctx, cl)
 	return nil
 }
@@ -127,6 +128,7 @@ func (c *controller) stop() {
 	c.cancel()
 	<-c.done
 	c.cancel = nil
+	reachabilities.Delete(&c.reach)
 	c.published.withdraw()
 }
 
@@ -149,10 +151,12 @@ func (c *controller) await(d time.Duration) error {
 }
 
 // permanent reports errors that no retry mends, only a change of the
-// configuration or of the cluster: credentials refused (401), RBAC
-// denying a request (403), the MCS CRDs not served.
+// configuration: credentials refused (401), RBAC denying a request (403).
+// MCS CRDs not served yet are not among them: they are often installed
+// after CoreDNS (and a CoreDNS that also serves cluster.local must not stay
+// down until they are), so the plugin waits for them, not ready.
 func permanent(err error) bool {
-	return apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) || errors.Is(err, mcsapi.ErrNotServed)
+	return apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err)
 }
 
 // fail reports err to await when it is permanent and the controller has

@@ -481,7 +481,7 @@ legacy 5 IN A 192.0.2.99
 	t.Run("shutdown stops everything, gauges follow", func(t *testing.T) { testLifecycle(t, set) })
 	t.Run("reload", func(t *testing.T) { testReload(t, set) })
 	t.Run("RBAC from the README", func(t *testing.T) { testRBAC(t, set) })
-	t.Run("v1alpha1 only, start-up fails until the CRDs are installed, ready", func(t *testing.T) { testAlpha(t, set) })
+	t.Run("v1alpha1 only, CRDs installed late, ready", func(t *testing.T) { testAlpha(t, set) })
 	t.Run("status fork and API down", func(t *testing.T) { testForkAndAPIDown(t, set) })
 }
 
@@ -705,18 +705,26 @@ func installCRD(t *testing.T, c *cluster.Cluster, crd *apiextensionsv1.CustomRes
 }
 
 // testAlpha: a cluster that serves only v1alpha1, and whose CRDs come
-// after a first start-up, which fails naming them. Once they are
-// installed CoreDNS starts, answers from v1alpha1 objects, and is ready.
+// after CoreDNS started. Not ready (and SERVFAIL rather than NXDOMAIN)
+// until the informers sync; then answers from v1alpha1 objects.
 func testAlpha(t *testing.T, set *cluster.Set) {
 	ac := set.Get("alpha")
-	_, _, _, err := coretest.CoreDNSServerAndPorts(fmt.Sprintf(`.:0 {
+	readyPort := freePort(t)
+	srv := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    ready 127.0.0.1:%d
     mcs {
         kubeconfig %s alpha
     }
-}`, set.Kubeconfig))
-	require.Error(t, err, "no MCS CRDs: start-up fails")
-	assert.Contains(t, err.Error(), "plugin/mcs: ")
-	assert.Contains(t, err.Error(), "serviceimports.multicluster.x-k8s.io is not served (are the mcs-api CRDs installed?)")
+}`, readyPort, set.Kubeconfig))
+	readyURL := "http://127.0.0.1:" + strconv.Itoa(readyPort) + "/ready"
+	require.Eventually(t, func() bool { code, _ := httpGet(readyURL); return code != 0 }, 10*time.Second, 20*time.Millisecond)
+	time.Sleep(time.Second)
+	code, body := httpGet(readyURL)
+	assert.Equal(t, http.StatusServiceUnavailable, code, "no CRDs yet: not ready")
+	assert.Contains(t, body, "mcs")
+	r, err := ask(srv.udp, "udp", "nothere.demo.svc.clusterset.local", dns.TypeA, 0)
+	require.NoError(t, err)
+	assert.Equal(t, dns.RcodeServerFailure, r.Rcode, "before sync an unknown name is SERVFAIL, not NXDOMAIN")
 
 	crd := serviceImportCRD(t)
 	var alpha []apiextensionsv1.CustomResourceDefinitionVersion
@@ -739,14 +747,6 @@ func testAlpha(t *testing.T, set *cluster.Set) {
 			"ports": []any{map[string]any{"name": "http", "protocol": "TCP", "port": int64(80)}}},
 	}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	readyPort := freePort(t)
-	srv := startCoreDNS(t, fmt.Sprintf(`.:0 {
-    ready 127.0.0.1:%d
-    mcs {
-        kubeconfig %s alpha
-    }
-}`, readyPort, set.Kubeconfig))
-	readyURL := "http://127.0.0.1:" + strconv.Itoa(readyPort) + "/ready"
 	srv.eventually(t, "old.demo.svc.clusterset.local", dns.TypeA, answer("old.demo.svc.clusterset.local. A 10.96.200.1"))
 	srv.eventually(t, "_http._tcp.old.demo.svc.clusterset.local", dns.TypeSRV, answer(
 		"_http._tcp.old.demo.svc.clusterset.local. SRV 0 100 80 old.demo.svc.clusterset.local."))
@@ -785,7 +785,7 @@ func testAlpha(t *testing.T, set *cluster.Set) {
 	require.NoError(t, ac.Dynamic.Resource(beta).Namespace("demo").Delete(ctxT(t), "old", metav1.DeleteOptions{}))
 	srv.eventually(t, "newer.demo.svc.clusterset.local", dns.TypeA, answer("newer.demo.svc.clusterset.local. A 10.96.200.2"))
 	srv.eventually(t, "old.demo.svc.clusterset.local", dns.TypeA, wantNX)
-	code, _ := httpGet(readyURL)
+	code, _ = httpGet(readyURL)
 	assert.Equal(t, http.StatusOK, code, "ready throughout")
 }
 

@@ -45,6 +45,13 @@ var (
 		NativeHistogramBucketFactor: plugin.NativeHistogramBucketFactor,
 	})
 
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "mcs",
+		Name:      "last_sync_age_seconds",
+		Help:      "How long the answers have been served without the API server: 0 while it answers, else the seconds since it last did (the largest over the plugin's connections).",
+	}, lastSyncAge)
+
 	watchErrors = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: "mcs",

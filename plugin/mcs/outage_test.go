@@ -1,0 +1,134 @@
+package mcs
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/test/cluster"
+)
+
+// TestAPIServerOutage stops the kube-apiserver the plugin watches (the
+// real process; etcd keeps running) for 30 s (MCS_DNS_OUTAGE overrides),
+// writes while it restarts, and checks that the plugin answers from its
+// last good state throughout (no SERVFAIL, still ready), says how stale
+// that state is, and serves the changes once the API server is back,
+// without a CoreDNS restart.
+func TestAPIServerOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	outage := 30 * time.Second
+	if s := os.Getenv("MCS_DNS_OUTAGE"); s != "" {
+		d, err := time.ParseDuration(s)
+		require.NoError(t, err, "MCS_DNS_OUTAGE")
+		outage = d
+	}
+	set := cluster.Start(t, cluster.Spec{Name: "east", ClusterID: "east"})
+	c := set.Clusters[0]
+	tcp := corev1.ProtocolTCP
+	createNamespace(t, c, "demo")
+	createImport(t, c, "demo", "web", mcsv1beta1.ClusterSetIP, []string{"10.96.50.1"}, false, port("http", tcp, 80))
+	createImport(t, c, "demo", "db", mcsv1beta1.Headless, nil, false, port("pg", tcp, 5432))
+	createSlice(t, c, "demo", "db-east", "db", "east", discoveryv1.AddressTypeIPv4,
+		endpoint("db-0", ptr.To(true), "10.1.0.1"), endpoint("db-1", ptr.To(true), "10.1.0.2"))
+
+	readyAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	srv := startCoreDNS(t, fmt.Sprintf(`clusterset.local:0 {
+    ready %s
+    mcs {
+        kubeconfig %s east
+    }
+}`, readyAddr, set.Kubeconfig))
+	webA := answer("web.demo.svc.clusterset.local. A 10.96.50.1")
+	dbA := answer("db.demo.svc.clusterset.local. A 10.1.0.1", "db.demo.svc.clusterset.local. A 10.1.0.2")
+	srv.eventually(t, "web.demo.svc.clusterset.local", dns.TypeA, webA)
+	srv.eventually(t, "db.demo.svc.clusterset.local", dns.TypeA, dbA)
+	require.Eventually(t, func() bool { code, _ := httpGet("http://" + readyAddr + "/ready"); return code == http.StatusOK }, 30*time.Second, 100*time.Millisecond)
+
+	// Queries all along: every answer must be the last good state.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var queries, wrong atomic.Int64
+	var firstWrong atomic.Value
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			name, check := "web.demo.svc.clusterset.local", webA
+			if i%2 == 1 {
+				name, check = "db.demo.svc.clusterset.local", dbA
+			}
+			network := []string{"udp", "tcp"}[i%4/2]
+			r, err := ask(srv.addr(network), network, name, dns.TypeA, 1232)
+			if err == nil {
+				err = check(r)
+			}
+			queries.Add(1)
+			if err != nil {
+				wrong.Add(1)
+				firstWrong.CompareAndSwap(nil, fmt.Sprintf("%s over %s: %v", name, network, err))
+			}
+		}
+	}()
+
+	require.NoError(t, c.StopAPIServer())
+	down := time.Now()
+	notReady := 0
+	for time.Since(down) < outage {
+		if code, _ := httpGet("http://" + readyAddr + "/ready"); code != http.StatusOK {
+			notReady++
+		}
+		time.Sleep(time.Second)
+	}
+	staleness := lastSyncAge()
+	t.Logf("after %s down: %d queries, coredns_mcs_last_sync_age_seconds %.1f", outage, queries.Load(), staleness)
+	assert.GreaterOrEqual(t, staleness, outage.Seconds()-5, "the staleness metric tells how long the API server has been away")
+	assert.Zero(t, notReady, "readiness dropped while serving the last good state")
+
+	require.NoError(t, c.StartAPIServer(ctxT(t)))
+	back := time.Now()
+	// Changes right away, while the plugin is still cut off (its watches
+	// come back with backoff).
+	createImport(t, c, "demo", "new", mcsv1beta1.ClusterSetIP, []string{"10.96.50.2"}, false, port("http", tcp, 80))
+	_, err := c.Kube.DiscoveryV1().EndpointSlices("demo").Update(ctxT(t), &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "db-east", Labels: sliceLabels("db", "east")},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{endpoint("db-0", ptr.To(true), "10.1.0.1")},
+	}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	written := time.Now()
+	close(stop)
+	wg.Wait()
+	t.Logf("%d queries in all, %d not the last good state", queries.Load(), wrong.Load())
+	assert.Zero(t, wrong.Load(), "answers during the outage: first %v", firstWrong.Load())
+
+	srv.eventually(t, "new.demo.svc.clusterset.local", dns.TypeA, answer("new.demo.svc.clusterset.local. A 10.96.50.2"))
+	srv.eventually(t, "db.demo.svc.clusterset.local", dns.TypeA, answer("db.demo.svc.clusterset.local. A 10.1.0.1"))
+	t.Logf("changes written %s after the API server was back; served %s after they were written",
+		written.Sub(back).Round(time.Millisecond), time.Since(written).Round(time.Millisecond))
+	assert.Eventually(t, func() bool { return lastSyncAge() < 5 }, 30*time.Second, 100*time.Millisecond, "staleness back to fresh")
+}
+
+func sliceLabels(svc, clusterID string) map[string]string {
+	return map[string]string{mcsapi.LabelServiceName: svc, mcsapi.LabelSourceCluster: clusterID, mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}
+}
