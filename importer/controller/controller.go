@@ -310,13 +310,11 @@ func (c *Controller) Notify(ev members.Event) {
 	default:
 		c.addServe(key(ev.Namespace, ev.Name))
 	}
-	if ev.FreedClusterSetIP {
-		// Imports the pool had no address for try again, the longest
-		// waiting first. This member's cache shows the address free
-		// (informers update it before handlers run); until every
-		// member's does, the next member's event wakes them again.
-		if w, ok := c.vip.(vip.Waiter); ok {
-			for _, k := range w.Waiting() {
+	if ev.Kind == members.KindImport {
+		// The clusterset-wide VIPs follow the imports; imports the pool
+		// had no address for try again when one may have been freed.
+		if w, ok := c.vip.(vip.ClusterSetIPs); ok {
+			for _, k := range w.ImportChanged(ev) {
 				c.addServe(k)
 			}
 		}

@@ -3,7 +3,9 @@ package vip
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,20 +64,37 @@ func BenchmarkCIDRAssign(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			// Where the allocator puts them: each probes from a hash of
+			// its name for a free address.
 			objs := make([]runtime.Object, n)
-			a := pfx.Addr().Next()
+			taken := map[netip.Addr]bool{}
+			size := size(pfx)
 			for i := range objs {
-				objs[i] = ownedImport("bench", fmt.Sprintf("svc-%d", i), a.String(), created)
-				a = a.Next()
+				name := fmt.Sprintf("svc-%d", i)
+				at := start("bench/"+name, corev1.IPv4Protocol, size)
+				for taken[nth(pfx, at)] {
+					at.Add(at, big.NewInt(1))
+					if at.Cmp(size) >= 0 {
+						at.SetInt64(0)
+					}
+				}
+				a := nth(pfx, at)
+				taken[a] = true
+				objs[i] = ownedImport("bench", name, a.String(), created)
 			}
-			var c *CIDR
-			notify := func(members.Event) {}
+			var cp atomic.Pointer[CIDR]
+			notify := func(ev members.Event) {
+				if c := cp.Load(); c != nil && ev.Kind == members.KindImport {
+					c.ImportChanged(ev)
+				}
+			}
 			ms := members.Static{fakeMember(b, "east", notify, objs...), fakeMember(b, "west", notify, objs...), fakeMember(b, "north", notify, objs...)}
 			pool, err := ParsePool([]string{pfx.String()})
 			if err != nil {
 				b.Fatal(err)
 			}
-			c = NewCIDR(pool, ms)
+			c := NewCIDR(pool, ms)
+			cp.Store(c)
 			now := created.Add(time.Hour)
 			c.now = func() time.Time { return now }
 			ctx := context.Background()

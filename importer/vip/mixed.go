@@ -46,8 +46,8 @@ func (p *CIDROrDerived) Release(ctx context.Context, clusterID, namespace, name 
 	return errors.Join(p.Derived.Release(ctx, clusterID, namespace, name), p.CIDR.Release(ctx, clusterID, namespace, name))
 }
 
-// Waiting implements Waiter.
-func (p *CIDROrDerived) Waiting() []string { return p.CIDR.Waiting() }
+// ImportChanged implements ClusterSetIPs.
+func (p *CIDROrDerived) ImportChanged(ev members.Event) []string { return p.CIDR.ImportChanged(ev) }
 
 // ReportWrites makes the derived Services' writes reported to f.
 func (p *CIDROrDerived) ReportWrites(f func(m *members.Member, kind, verb, ns, name string)) {
@@ -55,6 +55,6 @@ func (p *CIDROrDerived) ReportWrites(f func(m *members.Member, kind, verb, ns, n
 }
 
 var (
-	_ Provider = (*CIDROrDerived)(nil)
-	_ Waiter   = (*CIDROrDerived)(nil)
+	_ Provider      = (*CIDROrDerived)(nil)
+	_ ClusterSetIPs = (*CIDROrDerived)(nil)
 )
