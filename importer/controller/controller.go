@@ -55,6 +55,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
@@ -86,9 +87,6 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now stamps new conditions (time.Now when nil).
 	Now func() time.Time
-	// ClusterSetIPDefault is set when VIPs come from a ClusterSet CIDR:
-	// whether exports without the opt-in annotation get one.
-	ClusterSetIPDefault *bool
 }
 
 // Controller reconciles imports across the member clusters.
@@ -103,7 +101,9 @@ type Controller struct {
 	metrics   *Metrics
 	now       func() time.Time
 
-	clusterSetIPDefault *bool
+	// wantsClusterSetIP is the VIP provider's policy, when it gives
+	// clusterset-wide VIPs (the aggregate marks the imports that ask).
+	wantsClusterSetIP func(*mcsv1beta1.ServiceExport) bool
 
 	warnedMu sync.Mutex
 	warned   map[string]bool // "cluster/ns/name" of foreign imports already logged
@@ -141,8 +141,6 @@ func New(o Options) *Controller {
 		warned:    map[string]bool{},
 
 		passes: newKeyPasses(),
-
-		clusterSetIPDefault: o.ClusterSetIPDefault,
 	}
 	if c.set == nil {
 		c.set = members.Static(nil)
@@ -152,6 +150,9 @@ func New(o Options) *Controller {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if p, ok := c.vip.(vip.ClusterSetIPs); ok {
+		c.wantsClusterSetIP = p.WantsClusterSetIP
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -535,7 +536,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		}
 	}
 
-	in := aggregate.Input{Namespace: ns, Name: name, ClusterSetIPDefault: c.clusterSetIPDefault}
+	in := aggregate.Input{Namespace: ns, Name: name, WantsClusterSetIP: c.wantsClusterSetIP}
 	var exportViews []view
 	for _, v := range views {
 		e := v.c.Export(ns, name)

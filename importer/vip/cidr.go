@@ -40,6 +40,10 @@ const ReasonClusterSetIPExhausted = "ClusterSetIPExhausted"
 // events (ImportChanged); decisions enter and leave it with Assign and
 // Release. An assignment reads only the addresses it probes.
 type CIDR struct {
+	// Default is --clusterset-ip-default: whether an export without the
+	// mcs-dns.io/use-clusterset-ip annotation asks for a VIP.
+	Default bool
+
 	pool    *Pool
 	members Members
 	now     func() time.Time
@@ -165,6 +169,9 @@ func (c *CIDR) sweep() {
 	}
 	c.swept = c.now()
 }
+
+// WantsClusterSetIP implements ClusterSetIPs (OptIn, with Default).
+func (c *CIDR) WantsClusterSetIP(e *mcsv1beta1.ServiceExport) bool { return OptIn(e, c.Default) }
 
 // ImportChanged implements ClusterSetIPs: the index follows the import's
 // claim in every indexed cache generation; when an address may have been

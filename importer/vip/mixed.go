@@ -46,6 +46,11 @@ func (p *CIDROrDerived) Release(ctx context.Context, clusterID, namespace, name 
 	return errors.Join(p.Derived.Release(ctx, clusterID, namespace, name), p.CIDR.Release(ctx, clusterID, namespace, name))
 }
 
+// WantsClusterSetIP implements ClusterSetIPs.
+func (p *CIDROrDerived) WantsClusterSetIP(e *mcsv1beta1.ServiceExport) bool {
+	return p.CIDR.WantsClusterSetIP(e)
+}
+
 // ImportChanged implements ClusterSetIPs.
 func (p *CIDROrDerived) ImportChanged(ev members.Event) []string { return p.CIDR.ImportChanged(ev) }
 
