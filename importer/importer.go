@@ -231,6 +231,11 @@ Flags (one or two leading dashes):
 	return o, o.Validate()
 }
 
+// vipConfig is what the VIP flags say.
+func (o *Options) vipConfig() vip.Config {
+	return vip.Config{Mode: o.VIPMode, CIDRs: o.ClusterSetCIDRs, ClusterSetIPDefault: o.ClusterSetIPDefault}
+}
+
 // Validate checks the options that need no cluster.
 func (o *Options) Validate() error {
 	var errs []error
@@ -277,21 +282,7 @@ func (o *Options) Validate() error {
 	if o.CacheSyncTimeout <= 0 || o.ConnectTimeout <= 0 {
 		errs = append(errs, errors.New("--cache-sync-timeout and --connect-timeout must be positive"))
 	}
-	switch o.VIPMode {
-	case VIPModeDerived, VIPModeNone:
-		if len(o.ClusterSetCIDRs) > 0 {
-			errs = append(errs, fmt.Errorf("--clusterset-cidr needs --vip-mode=%s", VIPModeCIDR))
-		}
-		if o.ClusterSetIPDefault {
-			errs = append(errs, fmt.Errorf("--clusterset-ip-default needs --vip-mode=%s", VIPModeCIDR))
-		}
-	case VIPModeCIDR:
-		if _, err := vip.ParsePool(o.ClusterSetCIDRs); err != nil {
-			errs = append(errs, fmt.Errorf("--vip-mode=%s needs a valid --clusterset-cidr: %w", VIPModeCIDR, err))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("--vip-mode must be %s, %s or %s, not %q", VIPModeDerived, VIPModeCIDR, VIPModeNone, o.VIPMode))
-	}
+	errs = append(errs, o.vipConfig().Validate()...)
 	if o.LeaderElect {
 		if o.LeaderElectNamespace == "" || o.LeaderElectName == "" {
 			errs = append(errs, errors.New("--leader-elect-namespace and --leader-elect-name must not be empty"))
@@ -362,19 +353,14 @@ func Run(ctx context.Context, o Options) error {
 		OnChange:       func(ch members.Change) { ctrl.OnChange(ch) },
 		Log:            log,
 	})
-	provider, leftovers, err := vip.ForMode(o.VIPMode, o.ClusterSetCIDRs, set)
+	provider, leftovers, err := vip.ForMode(o.vipConfig(), set)
 	if err != nil {
 		return err
 	}
 	if o.VIP != nil {
 		provider, leftovers = o.VIP, nil
 	}
-	// The aggregate marks opted-in imports in clusterset-cidr mode.
-	var csDefault *bool
-	if o.VIPMode == VIPModeCIDR {
-		csDefault = &o.ClusterSetIPDefault
-	}
-	ctrl = controller.New(controller.Options{Members: set, VIP: provider, Leftovers: leftovers, Log: log, Registerer: reg, ClusterSetIPDefault: csDefault})
+	ctrl = controller.New(controller.Options{Members: set, VIP: provider, Leftovers: leftovers, Log: log, Registerer: reg})
 	// Its queue runs goroutines from here on, whether or not Run is
 	// reached (leadership never won).
 	defer ctrl.ShutDown()

@@ -66,27 +66,15 @@ type Export struct {
 type Input struct {
 	Namespace, Name string
 	Exports         []Export
-	// ClusterSetIPDefault is nil unless VIPs come from a ClusterSet CIDR
-	// (--vip-mode=clusterset-cidr); then it is --clusterset-ip-default,
-	// which an export's mcs-dns.io/use-clusterset-ip annotation overrides.
-	ClusterSetIPDefault *bool
+	// WantsClusterSetIP is nil unless imports may get a clusterset-wide
+	// VIP (--vip-mode=clusterset-cidr); then it says whether an export
+	// asks for one (the VIP provider's policy).
+	WantsClusterSetIP func(*mcsv1beta1.ServiceExport) bool
 }
 
 // ReasonClusterSetIPConflict is raised when exports disagree on using a
 // clusterset-wide VIP (their mcs-dns.io/use-clusterset-ip annotations).
 const ReasonClusterSetIPConflict mcsv1beta1.ServiceExportConditionReason = "ClusterSetIPConflict"
-
-// UsesClusterSetIP is whether export e asks for a clusterset-wide VIP: its
-// annotation when set to "true" or "false", else def.
-func UsesClusterSetIP(e *Export, def bool) bool {
-	switch e.Export.Annotations[mcsapi.AnnotationUseClusterSetIP] {
-	case "true":
-		return true
-	case "false":
-		return false
-	}
-	return def
-}
 
 // ExportResult is the computed state of one export.
 type ExportResult struct {
@@ -339,7 +327,7 @@ func Compute(in Input) Result {
 			if !slices.Equal(svc.Spec.IPFamilies, osvc.Spec.IPFamilies) {
 				conflicts[mcsv1beta1.ServiceExportReasonIPFamilyConflict] = true
 			}
-			if def := in.ClusterSetIPDefault; def != nil && UsesClusterSetIP(e, *def) != UsesClusterSetIP(oldest, *def) {
+			if wants := in.WantsClusterSetIP; wants != nil && wants(e.Export) != wants(oldest.Export) {
 				conflicts[ReasonClusterSetIPConflict] = true
 			}
 		}
@@ -363,7 +351,7 @@ func Compute(in Input) Result {
 		}
 		// The oldest export decides; the import says what was decided, and
 		// the VIP provider reads it.
-		if def := in.ClusterSetIPDefault; def != nil && UsesClusterSetIP(oldest, *def) {
+		if wants := in.WantsClusterSetIP; wants != nil && wants(oldest.Export) {
 			if imp.Annotations == nil {
 				imp.Annotations = map[string]string{}
 			}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -499,7 +500,10 @@ func TestClusterSetIPOptIn(t *testing.T) {
 		}
 	}
 	run := func(def *bool, mods ...func(*Export)) Result {
-		in := Input{Namespace: "ns", Name: "web", ClusterSetIPDefault: def}
+		in := Input{Namespace: "ns", Name: "web"}
+		if def != nil { // clusterset-cidr mode, with its policy
+			in.WantsClusterSetIP = func(e *mcsv1beta1.ServiceExport) bool { return vip.OptIn(e, *def) }
+		}
 		for i, m := range mods {
 			e := mk(exp{cluster: string(rune('a' + i)), age: i})
 			if m != nil {

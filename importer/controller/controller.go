@@ -55,6 +55,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
@@ -86,9 +87,6 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now stamps new conditions (time.Now when nil).
 	Now func() time.Time
-	// ClusterSetIPDefault is set when VIPs come from a ClusterSet CIDR:
-	// whether exports without the opt-in annotation get one.
-	ClusterSetIPDefault *bool
 }
 
 // Controller reconciles imports across the member clusters.
@@ -103,7 +101,9 @@ type Controller struct {
 	metrics   *Metrics
 	now       func() time.Time
 
-	clusterSetIPDefault *bool
+	// wantsClusterSetIP is the VIP provider's policy, when it gives
+	// clusterset-wide VIPs (the aggregate marks the imports that ask).
+	wantsClusterSetIP func(*mcsv1beta1.ServiceExport) bool
 
 	warnedMu sync.Mutex
 	warned   map[string]bool // "cluster/ns/name" of foreign imports already logged
@@ -121,15 +121,9 @@ type Controller struct {
 	// we do not manage held when last tried.
 	heldNames lockedSet
 
-	// fullSince: keys whose full pass is queued and has not run since,
-	// with when it was first queued (for fullPassMaxWait).
-	fullMu    sync.Mutex
-	fullSince map[string]time.Time
-
-	// busy: keys being reconciled (by either pass), with the items handed
-	// out meanwhile (parked) and their priorities.
-	busyMu sync.Mutex
-	busy   map[string]map[item]int
+	// passes: which keys are busy, the items parked behind them, and
+	// which full passes are owed since when.
+	passes *keyPasses
 
 	// afterPass, when set (by tests), sees every pass while its key is
 	// still claimed; an error it returns fails the pass.
@@ -146,10 +140,7 @@ func New(o Options) *Controller {
 		now:       o.Now,
 		warned:    map[string]bool{},
 
-		fullSince: map[string]time.Time{},
-		busy:      map[string]map[item]int{},
-
-		clusterSetIPDefault: o.ClusterSetIPDefault,
+		passes: newKeyPasses(),
 	}
 	if c.set == nil {
 		c.set = members.Static(nil)
@@ -159,6 +150,9 @@ func New(o Options) *Controller {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if p, ok := c.vip.(vip.ClusterSetIPs); ok {
+		c.wantsClusterSetIP = p.WantsClusterSetIP
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -175,9 +169,7 @@ func New(o Options) *Controller {
 		reg = prometheus.NewRegistry()
 	}
 	c.metrics = newMetrics(reg, func() float64 { return float64(c.queue.Len()) }, func() float64 {
-		c.fullMu.Lock()
-		defer c.fullMu.Unlock()
-		return float64(len(c.fullSince))
+		return float64(c.passes.owed())
 	})
 	c.stateLabel = map[string]string{}
 	for _, st := range c.set.Statuses() {
@@ -275,36 +267,16 @@ func (c *Controller) addServe(k string) {
 
 // addFull queues a full pass of k after fullPassDelay.
 func (c *Controller) addFull(k string) {
-	c.fullMu.Lock()
-	if _, ok := c.fullSince[k]; !ok {
-		c.fullSince[k] = c.now()
-	}
-	c.fullMu.Unlock()
 	// Queued again while one waits: the earlier time holds, so a stream
 	// of serve passes does not postpone it.
+	c.passes.oweFull(k, c.now())
 	c.queue.AddWithOpts(priorityqueue.AddOpts{After: fullPassDelay}, item{k, passFull})
-}
-
-// fullOverdue says whether k's full pass has been owed fullPassMaxWait.
-func (c *Controller) fullOverdue(k string) bool {
-	c.fullMu.Lock()
-	defer c.fullMu.Unlock()
-	t, ok := c.fullSince[k]
-	return ok && c.now().Sub(t) >= fullPassMaxWait
 }
 
 // promoteOverdue raises every full pass owed for fullPassMaxWait above the
 // serve passes.
 func (c *Controller) promoteOverdue() {
-	var due []string
-	c.fullMu.Lock()
-	for k, t := range c.fullSince {
-		if c.now().Sub(t) >= fullPassMaxWait {
-			due = append(due, k)
-		}
-	}
-	c.fullMu.Unlock()
-	for _, k := range due {
+	for _, k := range c.passes.allOverdue(c.now()) {
 		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priorityOverdue)}, item{k, passFull})
 	}
 }
@@ -339,13 +311,11 @@ func (c *Controller) Notify(ev members.Event) {
 	default:
 		c.addServe(key(ev.Namespace, ev.Name))
 	}
-	if ev.FreedClusterSetIP {
-		// Imports the pool had no address for try again, the longest
-		// waiting first. This member's cache shows the address free
-		// (informers update it before handlers run); until every
-		// member's does, the next member's event wakes them again.
-		if w, ok := c.vip.(vip.Waiter); ok {
-			for _, k := range w.Waiting() {
+	if ev.Kind == members.KindImport {
+		// The clusterset-wide VIPs follow the imports; imports the pool
+		// had no address for try again when one may have been freed.
+		if w, ok := c.vip.(vip.ClusterSetIPs); ok {
+			for _, k := range w.ImportChanged(ev) {
 				c.addServe(k)
 			}
 		}
@@ -483,11 +453,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(it)
 	k, p := it.key, it.pass
-	if !c.claim(it, priority) {
+	if !c.passes.claim(it, priority) {
 		return true // parked: queued again when the key is released
 	}
 	defer c.release(k)
-	if p == passServe && c.fullOverdue(k) {
+	if p == passServe && c.passes.overdue(k, c.now()) {
 		p = passFull
 	}
 	start := time.Now()
@@ -503,9 +473,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	c.metrics.ReconcileSeconds.Observe(time.Since(start).Seconds())
 	if p == passFull {
 		// Owed no longer: it ran (a failure retries below, with backoff).
-		c.fullMu.Lock()
-		delete(c.fullSince, k)
-		c.fullMu.Unlock()
+		c.passes.fullRan(k)
 	}
 	if err != nil {
 		c.metrics.Reconciles.WithLabelValues("error").Inc()
@@ -529,35 +497,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
-// claim marks it's key busy and reports true, or, when the key is busy
-// already, parks it (at the highest priority it was handed out with) for
-// release and reports false.
-func (c *Controller) claim(it item, priority int) bool {
-	c.busyMu.Lock()
-	defer c.busyMu.Unlock()
-	parked, busy := c.busy[it.key]
-	if !busy {
-		c.busy[it.key] = nil
-		return true
-	}
-	if parked == nil {
-		parked = map[item]int{}
-		c.busy[it.key] = parked
-	}
-	if p, ok := parked[it]; !ok || priority > p {
-		parked[it] = priority
-	}
-	return false
-}
-
 // release unmarks k and queues the items parked meanwhile.
 func (c *Controller) release(k string) {
-	c.busyMu.Lock()
-	parked := c.busy[k]
-	delete(c.busy, k)
-	c.busyMu.Unlock()
-	for it, p := range parked {
-		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(p)}, it)
+	for _, p := range c.passes.release(k) {
+		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(p.priority)}, p.item)
 	}
 }
 
@@ -593,7 +536,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		}
 	}
 
-	in := aggregate.Input{Namespace: ns, Name: name, ClusterSetIPDefault: c.clusterSetIPDefault}
+	in := aggregate.Input{Namespace: ns, Name: name, WantsClusterSetIP: c.wantsClusterSetIP}
 	var exportViews []view
 	for _, v := range views {
 		e := v.c.Export(ns, name)

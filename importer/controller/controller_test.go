@@ -160,9 +160,7 @@ func TestFullPassNotHeldBack(t *testing.T) {
 	// it cannot take the full pass before the serve passes are queued.)
 	c.addServe("gate")
 	<-entered
-	c.fullMu.Lock()
-	c.fullSince["ns/y"] = clock()
-	c.fullMu.Unlock()
+	c.passes.oweFull("ns/y", clock())
 	c.queue.Add(item{"ns/y", passFull})
 	for i := range 100 {
 		c.addServe(fmt.Sprintf("ns/s%d", i))
@@ -191,9 +189,7 @@ func TestFailedServePassRetriesFull(t *testing.T) {
 	c.addServe("ns/x")
 	require.Eventually(t, func() bool { return l.count(passRecord{"ns/x", passFull}) >= 2 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, 1, l.count(passRecord{"ns/x", passServe}))
-	c.fullMu.Lock()
-	assert.Empty(t, c.fullSince, "a full pass that ran is owed no longer, failed or not")
-	c.fullMu.Unlock()
+	assert.Zero(t, c.passes.owed(), "a full pass that ran is owed no longer, failed or not")
 	fail.Store(false)
 	l.waitQuiet(t)
 	assert.Equal(t, passRecord{"ns/x", passFull}, l.records()[len(l.records())-1])

@@ -42,10 +42,10 @@ type Event struct {
 	Kind      Kind
 	Namespace string
 	Name      string
-	// FreedClusterSetIP: a ServiceImport that recorded a clusterset-CIDR
-	// VIP (mcs-dns.io/clusterset-ip) was deleted or no longer records it,
-	// so an import waiting for an address may get one now.
-	FreedClusterSetIP bool
+	// Before and After, for KindImport, are the ServiceImport before and
+	// after the change (Before nil when it was added, After nil when it
+	// was deleted): the VIP provider reads what it recorded.
+	Before, After *mcsv1beta1.ServiceImport
 }
 
 // indexService indexes slices by "<namespace>/<service>".
@@ -185,17 +185,18 @@ func (c *Caches) stop() {
 }
 
 func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandler {
-	// clusterSetIP is the VIP an import records ("" for other kinds).
-	clusterSetIP := func(obj any) string {
+	// serviceImport is obj as an import (nil for other kinds).
+	serviceImport := func(obj any) *mcsv1beta1.ServiceImport {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		if a, err := meta.Accessor(obj); kind == KindImport && err == nil {
-			return a.GetAnnotations()[mcsapi.AnnotationClusterSetIP]
+		if kind != KindImport {
+			return nil
 		}
-		return ""
+		si, _ := obj.(*mcsv1beta1.ServiceImport)
+		return si
 	}
-	emit := func(obj any, freedClusterSetIP bool) {
+	emit := func(obj, before, after any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
@@ -203,7 +204,7 @@ func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandle
 		if err != nil {
 			return
 		}
-		ev := Event{Member: m, Kind: kind, Namespace: a.GetNamespace(), Name: a.GetName(), FreedClusterSetIP: freedClusterSetIP}
+		ev := Event{Member: m, Kind: kind, Namespace: a.GetNamespace(), Name: a.GetName(), Before: serviceImport(before), After: serviceImport(after)}
 		switch kind {
 		case KindNamespace:
 			ev.Namespace, ev.Name = a.GetName(), ""
@@ -224,7 +225,7 @@ func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandle
 		notify(ev)
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { emit(obj, false) },
+		AddFunc: func(obj any) { emit(obj, nil, obj) },
 		UpdateFunc: func(old, new any) {
 			if o, err := meta.Accessor(old); err == nil {
 				if n, err := meta.Accessor(new); err == nil && o.GetResourceVersion() == n.GetResourceVersion() {
@@ -233,12 +234,11 @@ func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandle
 			}
 			// A slice whose service label changed belongs to two keys.
 			if kind == KindSourceSlice || kind == KindMirroredSlice {
-				emit(old, false)
+				emit(old, nil, nil)
 			}
-			had := clusterSetIP(old)
-			emit(new, had != "" && had != clusterSetIP(new))
+			emit(new, old, new)
 		},
-		DeleteFunc: func(obj any) { emit(obj, clusterSetIP(obj) != "") },
+		DeleteFunc: func(obj any) { emit(obj, obj, nil) },
 	}
 }
 

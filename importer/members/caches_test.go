@@ -1,4 +1,4 @@
-package members
+package members_test
 
 import (
 	"testing"
@@ -9,12 +9,15 @@ import (
 	"k8s.io/client-go/tools/cache"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 // TestHandlerFreedClusterSetIP: the events that may free a clusterset-CIDR
 // address (an import that recorded one deleted, or no longer recording
-// it) say so; the others do not.
+// it) say so to the VIP provider (they carry the import before and after);
+// the others do not.
 func TestHandlerFreedClusterSetIP(t *testing.T) {
 	imp := func(rv, vip string) *mcsv1beta1.ServiceImport {
 		si := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: rv}}
@@ -23,15 +26,15 @@ func TestHandlerFreedClusterSetIP(t *testing.T) {
 		}
 		return si
 	}
-	var got []Event
-	h := handler(&Member{ID: "east"}, KindImport, func(ev Event) { got = append(got, ev) })
+	var got []members.Event
+	h := members.Handler(&members.Member{ID: "east"}, members.KindImport, func(ev members.Event) { got = append(got, ev) })
 	freed := func(f func()) bool {
 		got = nil
 		f()
 		if assert.Len(t, got, 1) {
 			assert.Equal(t, "ns", got[0].Namespace)
 			assert.Equal(t, "web", got[0].Name)
-			return got[0].FreedClusterSetIP
+			return vip.FreedClusterSetIP(got[0])
 		}
 		return false
 	}
@@ -50,8 +53,8 @@ func TestHandlerFreedClusterSetIP(t *testing.T) {
 	got = nil
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web",
 		Annotations: map[string]string{mcsapi.AnnotationClusterSetIP: "10.250.0.1"}}}
-	handler(&Member{ID: "east"}, KindService, func(ev Event) { got = append(got, ev) }).OnDelete(svc)
+	members.Handler(&members.Member{ID: "east"}, members.KindService, func(ev members.Event) { got = append(got, ev) }).OnDelete(svc)
 	if assert.Len(t, got, 1) {
-		assert.False(t, got[0].FreedClusterSetIP)
+		assert.False(t, vip.FreedClusterSetIP(got[0]))
 	}
 }

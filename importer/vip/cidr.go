@@ -34,71 +34,181 @@ const ReasonClusterSetIPExhausted = "ClusterSetIPExhausted"
 // deterministic, gives them the same answer. Between a decision and its
 // write showing up in the caches, this process remembers its own decisions
 // (pending), so the clusters it writes in one reconcile never disagree.
+//
+// The claims are indexed (claimIndex): each member's cache generation is
+// read whole once, when it is first seen, and then follows the import
+// events (ImportChanged); decisions enter and leave it with Assign and
+// Release. An assignment reads only the addresses it probes.
 type CIDR struct {
+	// Default is --clusterset-ip-default: whether an export without the
+	// mcs-dns.io/use-clusterset-ip annotation asks for a VIP.
+	Default bool
+
 	pool    *Pool
 	members Members
 	now     func() time.Time
 
-	mu      sync.Mutex
+	// mu makes reading the claims, choosing and recording the decision
+	// one step: two imports woken by the same freed address must not both
+	// take it.
+	mu sync.Mutex
+	// index holds the claims of every generation in gens and the pending
+	// decisions (source pendingSource).
+	index *claimIndex
+	// gens: the cache generations indexed, with their member's position
+	// (the rank of their claims; this process's decisions come last).
+	gens map[*members.Caches]int
+	// swept is when expired pending decisions were last dropped.
+	swept   time.Time
 	pending map[string]Claim // key -> what this process decided, not yet seen in caches
 	// decided is when Assign last made (or repeated) each pending
 	// decision; Claim.Since is when it was first made (its priority).
 	decided map[string]time.Time
 	// starved: the imports the pool had no address for on their last
 	// Assign, and since when (Waiting hands them out, oldest first, when
-	// an address may have been freed); assigning: the key being chosen
-	// for (under chooseMu), which Waiting names too.
-	starved   map[string]time.Time
-	assigning string
-	// chooseMu makes reading the claims, choosing and recording the
-	// decision one step.
-	chooseMu sync.Mutex
+	// an address may have been freed).
+	starved map[string]time.Time
 }
+
+// pendingSource is the index source of this process's decisions.
+type pendingSource struct{}
 
 // NewCIDR returns the clusterset-CIDR provider.
 func NewCIDR(pool *Pool, ms Members) *CIDR {
 	if ms == nil {
 		ms = members.Static(nil)
 	}
-	return &CIDR{pool: pool, members: ms, now: time.Now, pending: map[string]Claim{}, decided: map[string]time.Time{}, starved: map[string]time.Time{}}
+	c := &CIDR{pool: pool, members: ms, now: time.Now, index: newClaimIndex(), gens: map[*members.Caches]int{},
+		pending: map[string]Claim{}, decided: map[string]time.Time{}, starved: map[string]time.Time{}}
+	c.index.hidden = c.expired
+	c.index.rank = func(src any) int {
+		if g, ok := src.(*members.Caches); ok {
+			return c.gens[g]
+		}
+		return len(c.gens)
+	}
+	return c
 }
 
-// claims reads every VIP claim in the clusterset's caches, and prunes the
-// pending decisions the caches now show.
-func (c *CIDR) claims() []Claim {
-	var out []Claim
-	seen := map[string]bool{}
+// cacheClaim is the claim an import in a member's cache makes, if any.
+func cacheClaim(si *mcsv1beta1.ServiceImport) (Claim, bool) {
+	if si == nil || !members.Owned(si) {
+		return Claim{}, false
+	}
+	ips := parseIPs(si.Annotations[mcsapi.AnnotationClusterSetIP])
+	if len(ips) == 0 {
+		return Claim{}, false
+	}
+	return Claim{Key: si.Namespace + "/" + si.Name, IPs: ips, Since: si.CreationTimestamp.Time}, true
+}
+
+// syncGens makes the index's cache sources the members' current cache
+// generations: one not indexed yet (a member that joined, or was listed
+// afresh after it was down) is read whole; one no member has any more is
+// forgotten. Called with mu held.
+func (c *CIDR) syncGens() {
+	current := map[*members.Caches]int{}
 	for _, m := range c.members.Members() {
-		mc := m.Caches()
-		if mc == nil {
+		if mc := m.Caches(); mc != nil {
+			current[mc] = len(current)
+		}
+	}
+	for g := range c.gens {
+		if _, ok := current[g]; !ok {
+			c.index.dropSource(g)
+			delete(c.gens, g)
+		}
+	}
+	for g, pos := range current {
+		_, indexed := c.gens[g]
+		c.gens[g] = pos
+		if indexed {
 			continue
 		}
-		for _, si := range mc.OwnedImports() {
-			ips := parseIPs(si.Annotations[mcsapi.AnnotationClusterSetIP])
-			if len(ips) == 0 {
-				continue
+		for _, si := range g.OwnedImports() {
+			if cl, ok := cacheClaim(si); ok {
+				c.takeSeen(g, cl)
 			}
-			key := si.Namespace + "/" + si.Name
-			out = append(out, Claim{Key: key, IPs: ips, Since: si.CreationTimestamp.Time})
-			seen[key] = true
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+}
+
+// takeSeen indexes a claim a cache shows: a decision of ours it shows is
+// written, no longer pending.
+func (c *CIDR) takeSeen(g *members.Caches, cl Claim) {
+	c.index.take(g, cl)
+	c.forget(cl.Key)
+}
+
+// forget drops key's pending decision. Called with mu held.
+func (c *CIDR) forget(key string) {
+	delete(c.pending, key)
+	delete(c.decided, key)
+	c.index.release(pendingSource{}, key)
+}
+
+// expired hides pending decisions past their time from the index: not
+// decided again for pendingExpiry (an import created would show within
+// seconds), or never written for pendingMaxAge (its Since, its priority
+// over other claims, must not outlive failing writes). Called with mu
+// held.
+func (c *CIDR) expired(src any, key string) bool {
+	if _, ok := src.(pendingSource); !ok {
+		return false
+	}
 	now := c.now()
-	for key, p := range c.pending {
-		if seen[key] || now.Sub(c.decided[key]) > pendingExpiry || now.Sub(p.Since) > pendingMaxAge {
-			// Written (the caches show it), or not decided again for
-			// long (an import created would show within seconds), or
-			// never written for very long: its Since (its priority over
-			// other claims) must not outlive failing writes.
-			delete(c.pending, key)
-			delete(c.decided, key)
-			continue
+	return now.Sub(c.decided[key]) > pendingExpiry || now.Sub(c.pending[key].Since) > pendingMaxAge
+}
+
+// sweep drops the pending decisions past their time. Called with mu held.
+func (c *CIDR) sweep() {
+	for key := range c.pending {
+		if c.expired(pendingSource{}, key) {
+			c.forget(key)
 		}
-		out = append(out, p)
 	}
-	return out
+	c.swept = c.now()
+}
+
+// WantsClusterSetIP implements ClusterSetIPs (OptIn, with Default).
+func (c *CIDR) WantsClusterSetIP(e *mcsv1beta1.ServiceExport) bool { return OptIn(e, c.Default) }
+
+// ImportChanged implements ClusterSetIPs: the index follows the import's
+// claim in every indexed cache generation; when an address may have been
+// freed, the imports waiting for one are named, the longest waiting first.
+// This member's cache shows the address free (informers update it before
+// handlers run); until every member's does, the next member's event
+// wakes them again.
+func (c *CIDR) ImportChanged(ev members.Event) []string {
+	c.mu.Lock()
+	c.syncGens()
+	key := ev.Namespace + "/" + ev.Name
+	for g := range c.gens {
+		if cl, ok := cacheClaim(g.Import(ev.Namespace, ev.Name)); ok {
+			c.takeSeen(g, cl)
+		} else {
+			c.index.release(g, key)
+		}
+	}
+	c.mu.Unlock()
+	if !FreedClusterSetIP(ev) {
+		return nil
+	}
+	return c.Waiting()
+}
+
+// FreedClusterSetIP says whether an import event may have freed a
+// clusterset-CIDR address: an import that recorded one
+// (mcs-dns.io/clusterset-ip) was deleted or no longer records it.
+func FreedClusterSetIP(ev members.Event) bool {
+	clusterSetIP := func(si *mcsv1beta1.ServiceImport) string {
+		if si == nil {
+			return ""
+		}
+		return si.Annotations[mcsapi.AnnotationClusterSetIP]
+	}
+	had := clusterSetIP(ev.Before)
+	return ev.Kind == members.KindImport && had != "" && had != clusterSetIP(ev.After)
 }
 
 // pendingHold is how long Release keeps a decision this process just made
@@ -130,26 +240,19 @@ func parseIPs(s string) []netip.Addr {
 // Assign implements Provider.
 func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceImport) (Assignment, error) {
 	key := desired.Namespace + "/" + desired.Name
-	if desired.Annotations[mcsapi.AnnotationUseClusterSetIP] != "true" {
-		c.mu.Lock()
-		delete(c.starved, key)
-		c.mu.Unlock()
-		return Assignment{}, nil // not opted in: no VIP, DNS answers NODATA
-	}
-	// One choice at a time, from reading the claims to recording this
-	// one: two imports woken by the same freed address must not both
-	// take it.
-	c.chooseMu.Lock()
-	defer c.chooseMu.Unlock()
-	c.mu.Lock()
-	// Waiting names the key from here on: an address freed while it
-	// chooses wakes it again.
-	c.assigning = key
-	c.mu.Unlock()
-	ips, missing, err := c.pool.Choose(key, desired.Spec.IPFamilies, c.claims())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.assigning = ""
+	if desired.Annotations[mcsapi.AnnotationUseClusterSetIP] != "true" {
+		delete(c.starved, key)
+		return Assignment{}, nil // not opted in: no VIP, DNS answers NODATA
+	}
+	c.syncGens()
+	if now := c.now(); now.Sub(c.swept) >= pendingHold {
+		c.sweep()
+	} else if _, ok := c.pending[key]; ok && c.expired(pendingSource{}, key) {
+		c.forget(key) // made afresh below
+	}
+	ips, missing, err := c.pool.choose(key, desired.Spec.IPFamilies, c.index)
 	if err != nil && !errors.Is(err, ErrExhausted) {
 		return Assignment{}, err
 	}
@@ -170,6 +273,7 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 		a.Annotations = map[string]string{mcsapi.AnnotationClusterSetIP: strings.Join(strs, ",")}
 		if p, ok := c.pending[key]; !ok || !equalAddrs(p.IPs, ips) {
 			c.pending[key] = Claim{Key: key, IPs: ips, Since: c.now()}
+			c.index.take(pendingSource{}, c.pending[key])
 		}
 		c.decided[key] = c.now()
 	}
@@ -211,17 +315,16 @@ func (c *CIDR) Release(_ context.Context, _, namespace, name string) error {
 		}
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	delete(c.starved, key)
 	if _, ok := c.pending[key]; ok && c.now().Sub(c.decided[key]) >= pendingHold {
-		delete(c.pending, key)
-		delete(c.decided, key)
+		c.forget(key)
 	}
-	c.mu.Unlock()
 	return nil
 }
 
-// Waiting implements Waiter: the imports the pool had no address for, the
-// longest waiting first, and the one being chosen for.
+// Waiting names the imports the pool had no address for, the longest
+// waiting first.
 func (c *CIDR) Waiting() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -232,9 +335,6 @@ func (c *CIDR) Waiting() []string {
 		}
 		return strings.Compare(a, b)
 	})
-	if _, ok := c.starved[c.assigning]; c.assigning != "" && !ok {
-		keys = append(keys, c.assigning)
-	}
 	return keys
 }
 
@@ -250,7 +350,4 @@ func equalAddrs(a, b []netip.Addr) bool {
 	return true
 }
 
-var (
-	_ Provider = (*CIDR)(nil)
-	_ Waiter   = (*CIDR)(nil)
-)
+var _ ClusterSetIPs = (*CIDR)(nil)

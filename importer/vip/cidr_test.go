@@ -43,7 +43,7 @@ func TestCIDRPendingClaims(t *testing.T) {
 	assert.Contains(t, c.pending, "ns/b")
 
 	now = now.Add(pendingExpiry + time.Second)
-	c.claims()
+	c.sweep()
 	assert.Empty(t, c.pending, "never written: expired")
 
 	// A decision made again (a retry after a failed write) is held from

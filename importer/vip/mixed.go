@@ -46,8 +46,13 @@ func (p *CIDROrDerived) Release(ctx context.Context, clusterID, namespace, name 
 	return errors.Join(p.Derived.Release(ctx, clusterID, namespace, name), p.CIDR.Release(ctx, clusterID, namespace, name))
 }
 
-// Waiting implements Waiter.
-func (p *CIDROrDerived) Waiting() []string { return p.CIDR.Waiting() }
+// WantsClusterSetIP implements ClusterSetIPs.
+func (p *CIDROrDerived) WantsClusterSetIP(e *mcsv1beta1.ServiceExport) bool {
+	return p.CIDR.WantsClusterSetIP(e)
+}
+
+// ImportChanged implements ClusterSetIPs.
+func (p *CIDROrDerived) ImportChanged(ev members.Event) []string { return p.CIDR.ImportChanged(ev) }
 
 // ReportWrites makes the derived Services' writes reported to f.
 func (p *CIDROrDerived) ReportWrites(f func(m *members.Member, kind, verb, ns, name string)) {
@@ -55,6 +60,6 @@ func (p *CIDROrDerived) ReportWrites(f func(m *members.Member, kind, verb, ns, n
 }
 
 var (
-	_ Provider = (*CIDROrDerived)(nil)
-	_ Waiter   = (*CIDROrDerived)(nil)
+	_ Provider      = (*CIDROrDerived)(nil)
+	_ ClusterSetIPs = (*CIDROrDerived)(nil)
 )

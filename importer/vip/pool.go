@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -141,38 +140,28 @@ func earlier(a, b Claim) bool {
 // missing lists wanted families the pool does not serve. ErrExhausted means
 // some wanted family had no free address; the others are still returned.
 func (p *Pool) Choose(key string, want []corev1.IPFamily, claims []Claim) (ips []netip.Addr, missing []corev1.IPFamily, err error) {
+	x := newClaimIndex()
+	x.rank = func(src any) int { return src.(int) } // as given
+	for i, c := range claims {
+		x.take(i, c)
+	}
+	return p.choose(key, want, x)
+}
+
+// choose is Choose over the claims an index holds.
+func (p *Pool) choose(key string, want []corev1.IPFamily, x *claimIndex) (ips []netip.Addr, missing []corev1.IPFamily, err error) {
 	if len(want) == 0 {
 		want = p.Families()[:1]
 	}
-	sorted := slices.Clone(claims)
-	slices.SortStableFunc(sorted, func(a, b Claim) int {
-		if earlier(a, b) {
-			return -1
-		}
-		if earlier(b, a) {
-			return 1
-		}
-		return 0
-	})
-	owner := map[netip.Addr]string{} // address -> the import it belongs to
-	taken := map[netip.Addr]bool{}   // addresses any other import claims
-	for _, c := range sorted {
-		for _, a := range c.IPs {
-			if _, ok := owner[a]; !ok {
-				owner[a] = c.Key
-			}
-			if c.Key != key {
-				taken[a] = true
-			}
-		}
-	}
+	mine := x.claimsOf(key)
+	claimed := x.addresses()
 	for _, f := range want {
 		pfx := p.prefix(f)
 		if !pfx.IsValid() {
 			missing = append(missing, f)
 			continue
 		}
-		if a, ok := kept(key, pfx, sorted, owner); ok {
+		if a, ok := kept(key, pfx, mine, x); ok {
 			ips = append(ips, a)
 			continue
 		}
@@ -180,10 +169,11 @@ func (p *Pool) Choose(key string, want []corev1.IPFamily, claims []Claim) (ips [
 		i := start(key, f, n)
 		found := false
 		// Probe every address once at most. For pools larger than the
-		// number of claims this ends after len(taken)+1 steps at worst.
-		for step := 0; step <= len(taken) && big.NewInt(int64(step)).Cmp(n) < 0; step++ {
+		// number of claimed addresses this ends after claimed+1 steps at
+		// worst.
+		for step := 0; step <= claimed && big.NewInt(int64(step)).Cmp(n) < 0; step++ {
 			a := nth(pfx, i)
-			if !taken[a] {
+			if _, taken := x.owner(a, key); !taken {
 				ips = append(ips, a)
 				found = true
 				break
@@ -200,14 +190,15 @@ func (p *Pool) Choose(key string, want []corev1.IPFamily, claims []Claim) (ips [
 	return ips, missing, err
 }
 
-// kept returns the address of pfx's family key already holds and owns.
-func kept(key string, pfx netip.Prefix, sorted []Claim, owner map[netip.Addr]string) (netip.Addr, bool) {
-	for _, c := range sorted {
-		if c.Key != key {
-			continue
-		}
+// kept returns the address of pfx's family key already holds (mine, its
+// claims, earliest first) and owns.
+func kept(key string, pfx netip.Prefix, mine []Claim, x *claimIndex) (netip.Addr, bool) {
+	for _, c := range mine {
 		for _, a := range c.IPs {
-			if pfx.Contains(a) && owner[a] == key {
+			if !pfx.Contains(a) {
+				continue
+			}
+			if owner, _ := x.owner(a, key); owner == key {
 				return a, true
 			}
 		}

@@ -58,11 +58,22 @@ type Provider interface {
 	Release(ctx context.Context, clusterID, namespace, name string) error
 }
 
-// Waiter is a Provider that can run out: it names the imports waiting for
-// a VIP, to be reconciled again when one may have been freed (an import
-// whose VIP was recorded deleted, or no longer holding it).
-type Waiter interface {
-	Waiting() []string
+// ClusterSetIPs is a Provider of clusterset-wide VIPs, which it reads
+// back from the imports (--vip-mode=clusterset-cidr). Its policy says
+// which exports ask for one. It is told of every ServiceImport event and
+// can run out of addresses: it then names the imports waiting for one, to
+// be reconciled again when an event may have freed one.
+type ClusterSetIPs interface {
+	Provider
+	// WantsClusterSetIP says whether an export asks for a clusterset-wide
+	// VIP. Exports of one service that disagree conflict; the oldest
+	// decides, and the import it asks for is marked
+	// mcs-dns.io/use-clusterset-ip=true (which Assign reads).
+	WantsClusterSetIP(e *mcsv1beta1.ServiceExport) bool
+	// ImportChanged is told of every ServiceImport event (members.KindImport)
+	// and returns the imports to reconcile again, the longest waiting
+	// first.
+	ImportChanged(ev members.Event) []string
 }
 
 // None assigns nothing: ClusterSetIP imports carry no ips.
