@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -31,102 +30,106 @@ import (
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 )
 
-// The whole importer on three real member clusters: east has a
-// ClusterProperty (ID "east-1"), west and north fall back to their context
-// names; north is reached through a proxy the test can cut.
-func TestImporter(t *testing.T) {
-	set := cluster.Start(t,
-		cluster.Spec{Name: "east", ClusterID: "east-1"},
-		cluster.Spec{Name: "west"},
-		cluster.Spec{Name: "north"},
-	)
-	east, west, north := set.Get("east"), set.Get("west"), set.Get("north")
-	all := []*cluster.Cluster{east, west, north}
-	northURL, err := url.Parse(north.Config.Host)
-	require.NoError(t, err)
-	t.Logf("north API at %s", north.Config.Host)
-	northProxy := startProxy(t, northURL.Host)
-	kubeconfig := kubeconfigVia(t, set, map[string]*proxy{"north": northProxy}, map[string]string{
-		"east-again": "east", "Bad_ID": "west",
-	})
-	contexts := []string{"east", "west", "north"}
-	var keepImport *mcsv1beta1.ServiceImport
+// The tests below run the whole importer on three real member clusters
+// (see newTestbed); each starts from an empty clusterset and makes its own
+// objects in its own namespaces.
 
-	a := startImporter(t, baseOptions(kubeconfig, contexts...))
-
-	t.Run("health and metrics endpoints", func(t *testing.T) {
-		for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ok", "/metrics": "mcs_importer_queue_depth"} {
-			resp, err := http.Get("http://" + a.addr + path)
-			require.NoError(t, err)
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			assert.Equal(t, http.StatusOK, resp.StatusCode, path)
-			assert.Contains(t, string(body), want, path)
-		}
-	})
-
-	t.Run("conformance", func(t *testing.T) {
-		t.Run("import follows exports and endpoints", func(t *testing.T) {
-			t.Parallel()
-			testLifecycle(t, east, west, north)
-		})
-		t.Run("ports union, oldest export wins", func(t *testing.T) {
-			t.Parallel()
-			testPortConflict(t, east, west, north)
-		})
-		t.Run("headless and ClusterSetIP", func(t *testing.T) {
-			t.Parallel()
-			testTypeConflict(t, east, west, north)
-		})
-		t.Run("invalid exports", func(t *testing.T) {
-			t.Parallel()
-			testInvalid(t, east, west, north)
-		})
-		t.Run("namespace appearing later", func(t *testing.T) {
-			t.Parallel()
-			testLateNamespace(t, east, west, north)
-		})
-		t.Run("exported labels and annotations", func(t *testing.T) {
-			t.Parallel()
-			testMetadata(t, east, west, north)
-		})
-		t.Run("foreign objects are left alone", func(t *testing.T) {
-			t.Parallel()
-			testForeign(t, east, west, north)
-		})
-	})
-	if t.Failed() {
-		return
+func TestHealthAndMetricsEndpoints(t *testing.T) {
+	_, a := importing(t)
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ok", "/metrics": "mcs_importer_queue_depth"} {
+		resp, err := http.Get("http://" + a.addr + path)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+		assert.Contains(t, string(body), want, path)
 	}
+}
 
-	t.Run("steady state makes zero writes", func(t *testing.T) {
-		before := a.quiesce(t, 3*time.Second)
-		reconciles := func() float64 {
-			mfs, err := a.reg.Gather()
-			require.NoError(t, err)
-			for _, mf := range mfs {
-				if mf.GetName() == "mcs_importer_reconciles_total" {
-					var s float64
-					for _, m := range mf.GetMetric() {
-						s += m.GetCounter().GetValue()
-					}
-					return s
-				}
-			}
-			return 0
+// populate makes a clusterset with something of everything the importer
+// serves: imports with several exporters and several slices, an unready
+// endpoint, a headless import with hostnames, a type conflict, exported
+// labels and invalid exports. It returns once every import is served.
+func populate(t *testing.T, w *testbed) {
+	t.Helper()
+	ns := "imp-world"
+	mkNamespace(t, ns, w.all...)
+	for i := range 5 {
+		name := fmt.Sprintf("web-%d", i)
+		for j, cl := range []*cluster.Cluster{w.east, w.west} {
+			mkService(t, cl, ns, name, false, tcpPort("http", 80))
+			putSlice(t, cl, ns, name, name+"-a", ips(2, fmt.Sprintf("10.90.%d", 10*j+i))...)
+			mkExport(t, cl, ns, name)
 		}
-		r0 := reconciles()
-		// Two more resyncs (1s each) reconcile every key and write nothing.
-		require.Eventually(t, func() bool { return reconciles() >= r0+20 }, waitFor, tick)
-		time.Sleep(2 * time.Second)
-		assert.Empty(t, diff(before, a.writes(t)), "writes during resyncs of a world that matches")
+	}
+	putSlice(t, w.east, ns, "web-0", "web-0-b", ep{"10.91.0.1", false, ""}, ep{"10.91.0.2", true, ""})
+	mkService(t, w.east, ns, "db", true, tcpPort("pg", 5432))
+	putSlice(t, w.east, ns, "db", "db-a", ep{"10.92.0.1", true, "db-0"}, ep{"10.92.0.2", true, "db-1"})
+	mkExport(t, w.east, ns, "db")
+	mkService(t, w.north, ns, "db", false, tcpPort("pg", 5432))
+	mkExport(t, w.north, ns, "db")
+	mkService(t, w.west, ns, "meta", false, tcpPort("http", 80))
+	mkExport(t, w.west, ns, "meta", func(e *mcsv1beta1.ServiceExport) {
+		e.Spec.ExportedLabels = map[string]string{"tier": "web"}
+		e.Spec.ExportedAnnotations = map[string]string{"team": "a"}
 	})
+	_, err := w.east.Kube.CoreV1().Services(ns).Create(bg(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "ext"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	mkExport(t, w.east, ns, "ext")
+	mkExport(t, w.east, ns, "ghost")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range w.all {
+			for _, name := range []string{"web-0", "web-1", "web-2", "web-3", "web-4", "db", "meta"} {
+				_, err := getImport(cl, ns, name)
+				assert.NoError(c, err, "%s in %s", name, cl.Name)
+			}
+			eps, err := endpointsBySource(cl, ns, "web-0")
+			assert.NoError(c, err)
+			assert.Len(c, eps["east-1"], 4, cl.Name)
+		}
+		for _, cl := range []*cluster.Cluster{w.east, w.north} {
+			_, _, conflict, err := exportConditions(cl, ns, "db")
+			assert.NoError(c, err)
+			assert.Equal(c, "True/TypeConflict", conflict, cl.Name)
+		}
+		valid, _, _, err := exportConditions(w.east, ns, "ghost")
+		assert.NoError(c, err)
+		assert.Equal(c, "False/NoService", valid)
+	}, waitFor, tick)
+}
 
-	t.Run("unreachable member", func(t *testing.T) {
-		testUnreachable(t, a, northProxy, east, west, north)
-	})
+func TestSteadyStateMakesZeroWrites(t *testing.T) {
+	w, a := importing(t)
+	populate(t, w)
+	before := a.quiesce(t, 3*time.Second)
+	reconciles := func() float64 {
+		mfs, err := a.reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "mcs_importer_reconciles_total" {
+				var s float64
+				for _, m := range mf.GetMetric() {
+					s += m.GetCounter().GetValue()
+				}
+				return s
+			}
+		}
+		return 0
+	}
+	r0 := reconciles()
+	// Two more resyncs (1s each) reconcile every key and write nothing.
+	require.Eventually(t, func() bool { return reconciles() >= r0+20 }, waitFor, tick)
+	time.Sleep(2 * time.Second)
+	assert.Empty(t, diff(before, a.writes(t)), "writes during resyncs of a world that matches")
+}
 
-	// Objects for the restart test, made while the first importer runs.
+func TestRestartAdoptsDeletesOrphansLeavesForeignObjects(t *testing.T) {
+	w, a := importing(t)
+	east, west, north, all := w.east, w.west, w.north, w.all
+	// Objects made while the first importer runs.
 	ns := "imp-restart"
 	mkNamespace(t, ns, all...)
 	for _, name := range []string{"keep", "drop"} {
@@ -147,343 +150,353 @@ func TestImporter(t *testing.T) {
 	}
 	// Statuses follow the answers: read after the importer is done.
 	a.quiesce(t, 2*time.Second)
-	keepImport, err = getImport(west, ns, "keep")
+	keepImport, err := getImport(west, ns, "keep")
 	require.NoError(t, err)
 	a.stop()
 
-	t.Run("restart adopts, deletes orphans, leaves foreign objects alone", func(t *testing.T) {
-		// While no importer runs: an export goes, and an orphan slice we
-		// own and objects we do not own appear.
-		rmExport(t, east, ns, "drop")
-		_, err := north.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: "orphan", Labels: aggregate.SliceLabels("nothing", "east-1")},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints:   endpoints(ips(1, "10.61.0")),
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		foreignImport, err := west.MCS.MulticlusterV1beta1().ServiceImports(ns).Create(bg(), &mcsv1beta1.ServiceImport{
-			ObjectMeta: metav1.ObjectMeta{Name: "mine"},
-			Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless, Ports: []mcsv1beta1.ServicePort{}},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		foreignSlice, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: "hand-made", Labels: map[string]string{
-				mcsapi.LabelServiceName: "keep", mcsapi.LabelSourceCluster: "elsewhere",
-			}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints:   endpoints(ips(1, "10.62.0")),
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
+	// While no importer runs: an export goes, and an orphan slice we
+	// own and objects we do not own appear.
+	rmExport(t, east, ns, "drop")
+	_, err = north.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "orphan", Labels: aggregate.SliceLabels("nothing", "east-1")},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   endpoints(ips(1, "10.61.0")),
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	foreignImport, err := west.MCS.MulticlusterV1beta1().ServiceImports(ns).Create(bg(), &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: "mine"},
+		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless, Ports: []mcsv1beta1.ServicePort{}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	foreignSlice, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "hand-made", Labels: map[string]string{
+			mcsapi.LabelServiceName: "keep", mcsapi.LabelSourceCluster: "elsewhere",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   endpoints(ips(1, "10.62.0")),
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 
-		b := startImporter(t, baseOptions(kubeconfig, contexts...))
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			for _, cl := range all {
-				_, err := getImport(cl, ns, "drop")
-				assert.True(c, apierrors.IsNotFound(err), "orphaned import in %s: %v", cl.Name, err)
-				s, err := mirrored(cl, ns, "drop")
-				assert.NoError(c, err)
-				assert.Empty(c, s, cl.Name)
-			}
-			_, err := north.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), "orphan", metav1.GetOptions{})
-			assert.True(c, apierrors.IsNotFound(err), "orphan slice: %v", err)
-		}, waitFor, tick)
-
-		writes := b.quiesce(t, 3*time.Second)
-		for k := range writes {
-			assert.True(t, strings.HasSuffix(k, "/delete"), "after a restart only orphans are written (deleted); got %s in %v", k, writes)
-		}
-		kept, err := getImport(west, ns, "keep")
-		require.NoError(t, err)
-		assert.Equal(t, keepImport.UID, kept.UID, "adopted, not recreated")
-		assert.Equal(t, keepImport.ResourceVersion, kept.ResourceVersion, "adopted, not rewritten")
-		fi, err := getImport(west, ns, "mine")
-		require.NoError(t, err)
-		assert.Equal(t, foreignImport.ResourceVersion, fi.ResourceVersion, "a ServiceImport we do not own is never touched")
-		fs, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), "hand-made", metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.Equal(t, foreignSlice.ResourceVersion, fs.ResourceVersion, "an EndpointSlice we do not own is never touched")
-		b.stop()
-	})
-
-	t.Run("--import-into gives the same objects", func(t *testing.T) {
-		snapshot := worldSnapshot(t, all)
-		var rs []*running
-		for _, ctx := range contexts {
-			o := baseOptions(kubeconfig, contexts...)
-			o.ImportInto = []string{ctx}
-			rs = append(rs, startImporter(t, o))
-		}
-		for i, r := range rs {
-			w := r.quiesce(t, 3*time.Second)
-			assert.Empty(t, w, "importer into %s rewrote what the default mode made", contexts[i])
-		}
-		assert.Equal(t, snapshot, worldSnapshot(t, all))
-
-		// A new export while north's importer is away: Ready=Pending
-		// until the import exists in every cluster with the namespace.
-		rs[2].stop()
-		ns := "imp-into"
-		mkNamespace(t, ns, all...)
-		mkService(t, west, ns, "fresh", false, tcpPort("http", 80))
-		putSlice(t, west, ns, "fresh", "fresh-1", ips(2, "10.70.0")...)
-		mkExport(t, west, ns, "fresh")
-		waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "fresh", map[string][]string{"west": {"10.70.0.1", "10.70.0.2"}})
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			e, err := getExport(west, ns, "fresh")
-			if assert.NoError(c, err) {
-				assert.Equal(c, "False/Pending", condition(e.Status.Conditions, "Ready"))
-				if r := findCond(e.Status.Conditions, "Ready"); assert.NotNil(c, r) {
-					assert.Contains(c, r.Message, "north")
-				}
-			}
-		}, waitFor, tick)
-		_, err := getImport(north, ns, "fresh")
-		require.True(t, apierrors.IsNotFound(err), "nobody imports into north: %v", err)
-
-		// North's importer returns; each importer writes its own cluster only.
-		o := baseOptions(kubeconfig, contexts...)
-		o.ImportInto = []string{"north"}
-		rs[2] = startImporter(t, o)
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			for _, cl := range all {
-				si, err := getImport(cl, ns, "fresh")
-				if !assert.NoError(c, err, cl.Name) {
-					continue
-				}
-				assert.Equal(c, []string{"west"}, clusterIDs(si))
-				assert.Equal(c, []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, si.Spec.Ports)
-				eps, err := endpointsBySource(cl, ns, "fresh")
-				assert.NoError(c, err)
-				assert.Equal(c, map[string][]string{"west": {"10.70.0.1", "10.70.0.2"}}, eps, cl.Name)
-			}
-			_, ready, _, err := exportConditions(west, ns, "fresh")
-			assert.NoError(c, err)
-			assert.Equal(c, "True/Exported", ready)
-		}, waitFor, tick)
-		// Only west's importer wrote the conditions of west's export.
-		for i, r := range rs {
-			var n float64
-			for k, v := range r.writes(t) {
-				if strings.HasPrefix(k, west.ID+"/ServiceExportStatus/") {
-					n += v
-				}
-			}
-			if contexts[i] == "west" {
-				assert.Positive(t, n, "west's importer wrote its export's conditions")
-			} else {
-				assert.Zero(t, n, "importer into %s wrote conditions of an export in west", contexts[i])
-			}
-		}
-		ids := map[string]string{"east": "east-1", "west": "west", "north": "north"}
-		for i, r := range rs {
-			for k := range r.writes(t) {
-				if strings.Contains(k, "/ServiceExportStatus/") {
-					continue
-				}
-				assert.True(t, strings.HasPrefix(k, ids[contexts[i]]+"/"), "importer into %s wrote %s", contexts[i], k)
-			}
-		}
-		for _, r := range rs {
-			r.stop()
-		}
-	})
-
-	t.Run("racing importers write nothing twice", func(t *testing.T) {
-		ns := "imp-race"
-		mkNamespace(t, ns, all...)
-		r1 := startImporter(t, baseOptions(kubeconfig, contexts...))
-		r2 := startImporter(t, baseOptions(kubeconfig, contexts...))
-		mkService(t, east, ns, "web", false, tcpPort("http", 80))
-		mkService(t, north, ns, "web", false, tcpPort("http", 80))
-		for i := range 3 {
-			putSlice(t, east, ns, "web", fmt.Sprintf("web-e%d", i), ips(2, fmt.Sprintf("10.80.%d", i))...)
-		}
-		for i := range 2 {
-			putSlice(t, north, ns, "web", fmt.Sprintf("web-n%d", i), ips(1, fmt.Sprintf("10.81.%d", i))...)
-		}
-		mkExport(t, east, ns, "web")
-		mkExport(t, north, ns, "web")
-		waitEndpoints(t, all, ns, "web", map[string][]string{
-			"east-1": {"10.80.0.1", "10.80.0.2", "10.80.1.1", "10.80.1.2", "10.80.2.1", "10.80.2.2"},
-			"north":  {"10.81.0.1", "10.81.1.1"},
-		})
+	b := startImporter(t, baseOptions(w.kubeconfig, w.contexts...))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, cl := range all {
-			ss, err := mirrored(cl, ns, "web")
-			require.NoError(t, err)
-			assert.Len(t, ss, 5, "one mirror per source slice, no duplicates, in %s", cl.Name)
-			sis, err := cl.MCS.MulticlusterV1beta1().ServiceImports(ns).List(bg(), metav1.ListOptions{})
-			require.NoError(t, err)
-			assert.Len(t, sis.Items, 1)
+			_, err := getImport(cl, ns, "drop")
+			assert.True(c, apierrors.IsNotFound(err), "orphaned import in %s: %v", cl.Name, err)
+			s, err := mirrored(cl, ns, "drop")
+			assert.NoError(c, err)
+			assert.Empty(c, s, cl.Name)
 		}
-		r1.quiesce(t, 2*time.Second)
-		r2.quiesce(t, 2*time.Second)
-		r1.stop()
-		r2.stop()
-	})
+		_, err := north.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), "orphan", metav1.GetOptions{})
+		assert.True(c, apierrors.IsNotFound(err), "orphan slice: %v", err)
+	}, waitFor, tick)
 
-	t.Run("the VIP seam", func(t *testing.T) {
-		ns := "imp-vip"
-		mkNamespace(t, ns, all...)
-		p := &fakeVIP{ns: ns}
+	writes := b.quiesce(t, 3*time.Second)
+	for k := range writes {
+		assert.True(t, strings.HasSuffix(k, "/delete"), "after a restart only orphans are written (deleted); got %s in %v", k, writes)
+	}
+	kept, err := getImport(west, ns, "keep")
+	require.NoError(t, err)
+	assert.Equal(t, keepImport.UID, kept.UID, "adopted, not recreated")
+	assert.Equal(t, keepImport.ResourceVersion, kept.ResourceVersion, "adopted, not rewritten")
+	fi, err := getImport(west, ns, "mine")
+	require.NoError(t, err)
+	assert.Equal(t, foreignImport.ResourceVersion, fi.ResourceVersion, "a ServiceImport we do not own is never touched")
+	fs, err := west.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), "hand-made", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, foreignSlice.ResourceVersion, fs.ResourceVersion, "an EndpointSlice we do not own is never touched")
+}
+
+func TestImportIntoGivesTheSameObjects(t *testing.T) {
+	w, a := importing(t)
+	east, west, north, all, contexts, kubeconfig := w.east, w.west, w.north, w.all, w.contexts, w.kubeconfig
+	// What the default mode makes.
+	populate(t, w)
+	a.quiesce(t, 2*time.Second)
+	a.stop()
+
+	snapshot := worldSnapshot(t, all)
+	var rs []*running
+	for _, ctx := range contexts {
 		o := baseOptions(kubeconfig, contexts...)
-		o.VIP = p
-		r := startImporter(t, o)
-		mkService(t, east, ns, "web", false, tcpPort("http", 80))
-		putSlice(t, east, ns, "web", "web-1", ips(1, "10.85.0")...)
-		mkExport(t, east, ns, "web")
-		mkService(t, east, ns, "nova", false, tcpPort("http", 80))
-		mkExport(t, east, ns, "nova")
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			for _, cl := range all {
-				id := map[string]string{"east": "east-1"}[cl.Name]
-				if id == "" {
-					id = cl.Name
-				}
-				si, err := getImport(cl, ns, "web")
-				if assert.NoError(c, err) {
-					assert.Equal(c, []string{"240.0.0.1"}, si.Spec.IPs)
-					assert.Equal(c, id, si.Annotations["test/vip-cluster"])
-					assert.Equal(c, "True/Ready", condition(si.Status.Conditions, "Ready"))
-				}
-				ss, err := mirrored(cl, ns, "web")
-				if assert.NoError(c, err) && assert.Len(c, ss, 1) {
-					assert.Equal(c, "derived-web", ss[0].Labels["kubernetes.io/service-name"])
-					assert.Equal(c, mcsapi.ManagedByImporter, ss[0].Labels[mcsapi.LabelManagedBy])
-				}
-				si, err = getImport(cl, ns, "nova")
-				if assert.NoError(c, err) {
-					assert.Empty(c, si.Spec.IPs)
-					assert.Equal(c, "False/NoVIP", condition(si.Status.Conditions, "Ready"))
-				}
-			}
-		}, waitFor, tick)
-		rmExport(t, east, ns, "web")
-		waitNoImport(t, all, ns, "web")
-		require.Eventually(t, func() bool { return p.released(3) }, waitFor, tick, "Release in every cluster")
-		r.stop()
-	})
+		o.ImportInto = []string{ctx}
+		rs = append(rs, startImporter(t, o))
+	}
+	for i, r := range rs {
+		w := r.quiesce(t, 3*time.Second)
+		assert.Empty(t, w, "importer into %s rewrote what the default mode made", contexts[i])
+	}
+	assert.Equal(t, snapshot, worldSnapshot(t, all))
 
-	// A replica that never leads never runs the controller; what it made
-	// at start-up (the controller's queue) must still stop with Run (the
-	// next subtest looks).
-	t.Run("a standby that never leads stops everything", func(t *testing.T) {
-		now := metav1.NewMicroTime(time.Now())
-		_, err := east.Kube.CoordinationV1().Leases("kube-system").Create(bg(), &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: "held-elsewhere"},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To[int32](3600),
-				AcquireTime: &now, RenewTime: &now},
-		}, metav1.CreateOptions{})
+	// A new export while north's importer is away: Ready=Pending
+	// until the import exists in every cluster with the namespace.
+	rs[2].stop()
+	ns := "imp-into"
+	mkNamespace(t, ns, all...)
+	mkService(t, west, ns, "fresh", false, tcpPort("http", 80))
+	putSlice(t, west, ns, "fresh", "fresh-1", ips(2, "10.70.0")...)
+	mkExport(t, west, ns, "fresh")
+	waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "fresh", map[string][]string{"west": {"10.70.0.1", "10.70.0.2"}})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		e, err := getExport(west, ns, "fresh")
+		if assert.NoError(c, err) {
+			assert.Equal(c, "False/Pending", condition(e.Status.Conditions, "Ready"))
+			if r := findCond(e.Status.Conditions, "Ready"); assert.NotNil(c, r) {
+				assert.Contains(c, r.Message, "north")
+			}
+		}
+	}, waitFor, tick)
+	_, err := getImport(north, ns, "fresh")
+	require.True(t, apierrors.IsNotFound(err), "nobody imports into north: %v", err)
+
+	// North's importer returns; each importer writes its own cluster only.
+	o := baseOptions(kubeconfig, contexts...)
+	o.ImportInto = []string{"north"}
+	rs[2] = startImporter(t, o)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range all {
+			si, err := getImport(cl, ns, "fresh")
+			if !assert.NoError(c, err, cl.Name) {
+				continue
+			}
+			assert.Equal(c, []string{"west"}, clusterIDs(si))
+			assert.Equal(c, []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, si.Spec.Ports)
+			eps, err := endpointsBySource(cl, ns, "fresh")
+			assert.NoError(c, err)
+			assert.Equal(c, map[string][]string{"west": {"10.70.0.1", "10.70.0.2"}}, eps, cl.Name)
+		}
+		_, ready, _, err := exportConditions(west, ns, "fresh")
+		assert.NoError(c, err)
+		assert.Equal(c, "True/Exported", ready)
+	}, waitFor, tick)
+	// Only west's importer wrote the conditions of west's export.
+	for i, r := range rs {
+		var n float64
+		for k, v := range r.writes(t) {
+			if strings.HasPrefix(k, west.ID+"/ServiceExportStatus/") {
+				n += v
+			}
+		}
+		if contexts[i] == "west" {
+			assert.Positive(t, n, "west's importer wrote its export's conditions")
+		} else {
+			assert.Zero(t, n, "importer into %s wrote conditions of an export in west", contexts[i])
+		}
+	}
+	ids := map[string]string{"east": "east-1", "west": "west", "north": "north"}
+	for i, r := range rs {
+		for k := range r.writes(t) {
+			if strings.Contains(k, "/ServiceExportStatus/") {
+				continue
+			}
+			assert.True(t, strings.HasPrefix(k, ids[contexts[i]]+"/"), "importer into %s wrote %s", contexts[i], k)
+		}
+	}
+}
+
+func TestRacingImportersWriteNothingTwice(t *testing.T) {
+	w := newTestbed(t)
+	east, north, all := w.east, w.north, w.all
+	ns := "imp-race"
+	mkNamespace(t, ns, all...)
+	r1 := startImporter(t, baseOptions(w.kubeconfig, w.contexts...))
+	r2 := startImporter(t, baseOptions(w.kubeconfig, w.contexts...))
+	mkService(t, east, ns, "web", false, tcpPort("http", 80))
+	mkService(t, north, ns, "web", false, tcpPort("http", 80))
+	for i := range 3 {
+		putSlice(t, east, ns, "web", fmt.Sprintf("web-e%d", i), ips(2, fmt.Sprintf("10.80.%d", i))...)
+	}
+	for i := range 2 {
+		putSlice(t, north, ns, "web", fmt.Sprintf("web-n%d", i), ips(1, fmt.Sprintf("10.81.%d", i))...)
+	}
+	mkExport(t, east, ns, "web")
+	mkExport(t, north, ns, "web")
+	waitEndpoints(t, all, ns, "web", map[string][]string{
+		"east-1": {"10.80.0.1", "10.80.0.2", "10.80.1.1", "10.80.1.2", "10.80.2.1", "10.80.2.2"},
+		"north":  {"10.81.0.1", "10.81.1.1"},
+	})
+	for _, cl := range all {
+		ss, err := mirrored(cl, ns, "web")
 		require.NoError(t, err)
-		o := baseOptions(kubeconfig, contexts...)
-		o.Log = testLogger()
-		o.LeaderElect, o.LeaderElectName = true, "held-elsewhere"
-		ctx, cancel := context.WithTimeout(bg(), 2*time.Second)
-		defer cancel()
-		require.NoError(t, importer.Run(ctx, o))
-	})
+		assert.Len(t, ss, 5, "one mirror per source slice, no duplicates, in %s", cl.Name)
+		sis, err := cl.MCS.MulticlusterV1beta1().ServiceImports(ns).List(bg(), metav1.ListOptions{})
+		require.NoError(t, err)
+		assert.Len(t, sis.Items, 1)
+	}
+	r1.quiesce(t, 2*time.Second)
+	r2.quiesce(t, 2*time.Second)
+}
 
-	// A leader whose Lease is taken over stops: Run returns (so that the
-	// process exits and is restarted), with the metrics server running.
-	t.Run("a leader that loses its Lease returns", func(t *testing.T) {
-		o := baseOptions(kubeconfig, contexts...)
-		o.Log = testLogger()
-		o.LeaderElect, o.LeaderElectName = true, "taken-over"
-		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 3*time.Second, 2*time.Second, 500*time.Millisecond
-		ready := make(chan string, 1)
-		o.OnReady = func(addr string) { ready <- addr }
-		done := make(chan error, 1)
-		go func() { done <- importer.Run(bg(), o) }()
-		select {
-		case <-ready: // leading: it only syncs and runs as the leader
-		case err := <-done:
-			t.Fatalf("Run returned before leading: %v", err)
-		case <-time.After(waitFor):
-			t.Fatal("never led")
-		}
-		leases := east.Kube.CoordinationV1().Leases("kube-system")
-		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			l, err := leases.Get(bg(), "taken-over", metav1.GetOptions{})
-			if err != nil {
-				return err
+func TestVIPSeam(t *testing.T) {
+	w := newTestbed(t)
+	east, all := w.east, w.all
+	ns := "imp-vip"
+	mkNamespace(t, ns, all...)
+	p := &fakeVIP{ns: ns}
+	o := baseOptions(w.kubeconfig, w.contexts...)
+	o.VIP = p
+	startImporter(t, o)
+	mkService(t, east, ns, "web", false, tcpPort("http", 80))
+	putSlice(t, east, ns, "web", "web-1", ips(1, "10.85.0")...)
+	mkExport(t, east, ns, "web")
+	mkService(t, east, ns, "nova", false, tcpPort("http", 80))
+	mkExport(t, east, ns, "nova")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range all {
+			id := map[string]string{"east": "east-1"}[cl.Name]
+			if id == "" {
+				id = cl.Name
 			}
-			now := metav1.NewMicroTime(time.Now())
-			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = ptr.To("another-replica"), ptr.To[int32](3600), &now, &now
-			_, err = leases.Update(bg(), l, metav1.UpdateOptions{})
-			return err
-		}))
-		select {
-		case err := <-done:
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), "lost leadership")
-		case <-time.After(waitFor):
-			t.Fatal("Run did not return after its Lease was taken over")
+			si, err := getImport(cl, ns, "web")
+			if assert.NoError(c, err) {
+				assert.Equal(c, []string{"240.0.0.1"}, si.Spec.IPs)
+				assert.Equal(c, id, si.Annotations["test/vip-cluster"])
+				assert.Equal(c, "True/Ready", condition(si.Status.Conditions, "Ready"))
+			}
+			ss, err := mirrored(cl, ns, "web")
+			if assert.NoError(c, err) && assert.Len(c, ss, 1) {
+				assert.Equal(c, "derived-web", ss[0].Labels["kubernetes.io/service-name"])
+				assert.Equal(c, mcsapi.ManagedByImporter, ss[0].Labels[mcsapi.LabelManagedBy])
+			}
+			si, err = getImport(cl, ns, "nova")
+			if assert.NoError(c, err) {
+				assert.Empty(c, si.Spec.IPs)
+				assert.Equal(c, "False/NoVIP", condition(si.Status.Conditions, "Ready"))
+			}
 		}
-	})
+	}, waitFor, tick)
+	rmExport(t, east, ns, "web")
+	waitNoImport(t, all, ns, "web")
+	require.Eventually(t, func() bool { return p.released(3) }, waitFor, tick, "Release in every cluster")
+}
 
-	t.Run("no goroutine outlives Run", func(t *testing.T) {
-		require.Eventually(t, func() bool {
-			buf := make([]byte, 1<<22)
-			stacks := string(buf[:runtime.Stack(buf, true)])
-			for _, g := range strings.Split(stacks, "\n\n") {
-				for _, pkg := range []string{"mcs-dns/mcs-dns/importer.", "mcs-dns/mcs-dns/importer/", "k8s.io/client-go/tools/cache.", "k8s.io/client-go/util/workqueue.", "controller-runtime/pkg/controller/priorityqueue."} {
-					if strings.Contains(g, pkg) {
-						t.Logf("still running:\n%s", g)
-						return false
-					}
+// A replica that never leads never runs the controller; what it made at
+// start-up (the controller's queue) must still stop with Run.
+func TestStandbyThatNeverLeadsStopsEverything(t *testing.T) {
+	w := newTestbed(t)
+	now := metav1.NewMicroTime(time.Now())
+	_, err := w.east.Kube.CoordinationV1().Leases("kube-system").Create(bg(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "held-elsewhere"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	o := baseOptions(w.kubeconfig, w.contexts...)
+	o.Log = testLogger()
+	o.LeaderElect, o.LeaderElectName = true, "held-elsewhere"
+	ctx, cancel := context.WithTimeout(bg(), 2*time.Second)
+	defer cancel()
+	require.NoError(t, importer.Run(ctx, o))
+	requireNothingOutlivesRun(t)
+}
+
+// A leader whose Lease is taken over stops: Run returns (so that the
+// process exits and is restarted), with the metrics server running.
+func TestLeaderThatLosesItsLeaseReturns(t *testing.T) {
+	w := newTestbed(t)
+	o := baseOptions(w.kubeconfig, w.contexts...)
+	o.Log = testLogger()
+	o.LeaderElect, o.LeaderElectName = true, "taken-over"
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 3*time.Second, 2*time.Second, 500*time.Millisecond
+	ready := make(chan string, 1)
+	o.OnReady = func(addr string) { ready <- addr }
+	done := make(chan error, 1)
+	go func() { done <- importer.Run(bg(), o) }()
+	select {
+	case <-ready: // leading: it only syncs and runs as the leader
+	case err := <-done:
+		t.Fatalf("Run returned before leading: %v", err)
+	case <-time.After(waitFor):
+		t.Fatal("never led")
+	}
+	leases := w.east.Kube.CoordinationV1().Leases("kube-system")
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(bg(), "taken-over", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = ptr.To("another-replica"), ptr.To[int32](3600), &now, &now
+		_, err = leases.Update(bg(), l, metav1.UpdateOptions{})
+		return err
+	}))
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "lost leadership")
+	case <-time.After(waitFor):
+		t.Fatal("Run did not return after its Lease was taken over")
+	}
+	requireNothingOutlivesRun(t)
+}
+
+// requireNothingOutlivesRun: once Run has returned (and no other importer
+// runs), everything it started must have stopped.
+func requireNothingOutlivesRun(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		buf := make([]byte, 1<<22)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		for _, g := range strings.Split(stacks, "\n\n") {
+			for _, pkg := range []string{"mcs-dns/mcs-dns/importer.", "mcs-dns/mcs-dns/importer/", "k8s.io/client-go/tools/cache.", "k8s.io/client-go/util/workqueue.", "controller-runtime/pkg/controller/priorityqueue."} {
+				if strings.Contains(g, pkg) {
+					t.Logf("still running:\n%s", g)
+					return false
 				}
 			}
-			return true
-		}, 2*time.Second, 100*time.Millisecond, "Run returned, so everything it started must have stopped")
-	})
-
-	t.Run("a member with a bad or duplicate cluster ID is kept out; the others import", func(t *testing.T) {
-		for name, tc := range map[string]struct {
-			contexts []string
-			want     string
-		}{
-			"duplicate": {[]string{"east", "west", "east-again"}, `have the same cluster ID "east-1"`},
-			"invalid":   {[]string{"east", "west", "Bad_ID"}, `cluster ID "Bad_ID" is not valid`},
-		} {
-			r := startImporter(t, baseOptions(kubeconfig, tc.contexts...))
-			code, body := readyz(t, r)
-			assert.Equal(t, http.StatusOK, code, name)
-			assert.Contains(t, body, tc.want, name)
-			assert.Contains(t, body, "unknown: cluster ID rejected", name)
-			assert.Regexp(t, `member west: up`, body, name)
-			r.stop()
 		}
-		// A context the kubeconfig does not have is a configuration error.
-		o := baseOptions(kubeconfig, "east", "nowhere")
-		o.Log = testLogger()
-		err := importer.Run(bg(), o)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), `"nowhere"`)
-	})
+		return true
+	}, 2*time.Second, 100*time.Millisecond, "Run returned, so everything it started must have stopped")
+}
 
-	t.Run("a member down at start-up is reported, the others import, and it joins when it answers", func(t *testing.T) {
-		northProxy.pause()
-		o := baseOptions(kubeconfig, contexts...)
-		o.ConnectTimeout = 2 * time.Second
-		started := time.Now()
-		r := startImporter(t, o)
+func TestBadOrDuplicateClusterIDIsKeptOut(t *testing.T) {
+	w := newTestbed(t)
+	for name, tc := range map[string]struct {
+		contexts []string
+		want     string
+	}{
+		"duplicate": {[]string{"east", "west", "east-again"}, `have the same cluster ID "east-1"`},
+		"invalid":   {[]string{"east", "west", "Bad_ID"}, `cluster ID "Bad_ID" is not valid`},
+	} {
+		r := startImporter(t, baseOptions(w.kubeconfig, tc.contexts...))
 		code, body := readyz(t, r)
-		assert.Equal(t, http.StatusOK, code)
-		assert.Contains(t, body, "member north: unknown: unreachable")
-		assert.Equal(t, "unknown", memberState(t, r, "north"))
-		ns := "imp-down-at-start"
-		mkNamespace(t, ns, all...)
-		mkService(t, east, ns, "web", false, tcpPort("http", 80))
-		putSlice(t, east, ns, "web", "web-1", ips(1, "10.61.0")...)
-		mkExport(t, east, ns, "web")
-		waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "web", map[string][]string{"east-1": {"10.61.0.1"}})
-		t.Logf("imported among the members that answer %s after start-up", time.Since(started).Round(time.Millisecond))
-		back := time.Now()
-		northProxy.resume(t)
-		waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": {"10.61.0.1"}})
-		t.Logf("north joined and got the import %s after it answered", time.Since(back).Round(time.Millisecond))
-		assert.Equal(t, "up", memberState(t, r, "north"))
+		assert.Equal(t, http.StatusOK, code, name)
+		assert.Contains(t, body, tc.want, name)
+		assert.Contains(t, body, "unknown: cluster ID rejected", name)
+		assert.Regexp(t, `member west: up`, body, name)
 		r.stop()
-	})
+	}
+	// A context the kubeconfig does not have is a configuration error.
+	o := baseOptions(w.kubeconfig, "east", "nowhere")
+	o.Log = testLogger()
+	err := importer.Run(bg(), o)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"nowhere"`)
+}
+
+func TestMemberDownAtStartJoinsWhenItAnswers(t *testing.T) {
+	w := newTestbed(t)
+	east, west, all := w.east, w.west, w.all
+	w.northProxy.pause()
+	o := baseOptions(w.kubeconfig, w.contexts...)
+	o.ConnectTimeout = 2 * time.Second
+	started := time.Now()
+	r := startImporter(t, o)
+	code, body := readyz(t, r)
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "member north: unknown: unreachable")
+	assert.Equal(t, "unknown", memberState(t, r, "north"))
+	ns := "imp-down-at-start"
+	mkNamespace(t, ns, all...)
+	mkService(t, east, ns, "web", false, tcpPort("http", 80))
+	putSlice(t, east, ns, "web", "web-1", ips(1, "10.61.0")...)
+	mkExport(t, east, ns, "web")
+	waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "web", map[string][]string{"east-1": {"10.61.0.1"}})
+	t.Logf("imported among the members that answer %s after start-up", time.Since(started).Round(time.Millisecond))
+	back := time.Now()
+	w.northProxy.resume(t)
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": {"10.61.0.1"}})
+	t.Logf("north joined and got the import %s after it answered", time.Since(back).Round(time.Millisecond))
+	assert.Equal(t, "up", memberState(t, r, "north"))
 }
 
 // readyz returns the status code and body of the importer's /readyz.
@@ -516,7 +529,9 @@ func worldSnapshot(t *testing.T, cs []*cluster.Cluster) map[string]any {
 	return out
 }
 
-func testLifecycle(t *testing.T, east, west, north *cluster.Cluster) {
+func TestImportFollowsExportsAndEndpoints(t *testing.T) {
+	w, _ := importing(t)
+	east, west, north := w.east, w.west, w.north
 	all := []*cluster.Cluster{east, west, north}
 	ns := "imp-life"
 	mkNamespace(t, ns, all...)
@@ -631,7 +646,9 @@ func testLifecycle(t *testing.T, east, west, north *cluster.Cluster) {
 	waitNoImport(t, all, ns, "web")
 }
 
-func testPortConflict(t *testing.T, east, west, north *cluster.Cluster) {
+func TestPortsUnionOldestExportWins(t *testing.T) {
+	w, _ := importing(t)
+	east, west, north := w.east, w.west, w.north
 	all := []*cluster.Cluster{east, west, north}
 	ns := "imp-ports"
 	mkNamespace(t, ns, all...)
@@ -673,7 +690,9 @@ func testPortConflict(t *testing.T, east, west, north *cluster.Cluster) {
 	}, waitFor, tick)
 }
 
-func testTypeConflict(t *testing.T, east, west, north *cluster.Cluster) {
+func TestHeadlessAndClusterSetIP(t *testing.T) {
+	w, _ := importing(t)
+	east, west, north := w.east, w.west, w.north
 	all := []*cluster.Cluster{east, west, north}
 	ns := "imp-type"
 	mkNamespace(t, ns, all...)
@@ -709,7 +728,9 @@ func testTypeConflict(t *testing.T, east, west, north *cluster.Cluster) {
 	}, waitFor, tick)
 }
 
-func testInvalid(t *testing.T, east, west, north *cluster.Cluster) {
+func TestInvalidExports(t *testing.T) {
+	w, _ := importing(t)
+	east, west, north := w.east, w.west, w.north
 	all := []*cluster.Cluster{east, west, north}
 	ns := "imp-invalid"
 	mkNamespace(t, ns, all...)
@@ -789,7 +810,9 @@ func testInvalid(t *testing.T, east, west, north *cluster.Cluster) {
 	}, waitFor, tick)
 }
 
-func testLateNamespace(t *testing.T, east, west, north *cluster.Cluster) {
+func TestNamespaceAppearingLater(t *testing.T) {
+	w, _ := importing(t)
+	east, west, north := w.east, w.west, w.north
 	ns := "imp-late"
 	mkNamespace(t, ns, east, west)
 	mkService(t, east, ns, "web", false, tcpPort("http", 80))
@@ -812,7 +835,9 @@ func testLateNamespace(t *testing.T, east, west, north *cluster.Cluster) {
 	}, waitFor, tick)
 }
 
-func testMetadata(t *testing.T, east, west, north *cluster.Cluster) {
+func TestExportedLabelsAndAnnotations(t *testing.T) {
+	w, _ := importing(t)
+	east, west, north := w.east, w.west, w.north
 	all := []*cluster.Cluster{east, west, north}
 	ns := "imp-meta"
 	mkNamespace(t, ns, all...)
@@ -879,7 +904,9 @@ func testMetadata(t *testing.T, east, west, north *cluster.Cluster) {
 	}, waitFor, tick)
 }
 
-func testForeign(t *testing.T, east, west, north *cluster.Cluster) {
+func TestForeignObjectsAreLeftAlone(t *testing.T) {
+	w, _ := importing(t)
+	east, west, north := w.east, w.west, w.north
 	all := []*cluster.Cluster{east, west, north}
 	ns := "imp-foreign"
 	mkNamespace(t, ns, all...)
@@ -968,7 +995,9 @@ func testForeign(t *testing.T, east, west, north *cluster.Cluster) {
 	}, waitFor, tick)
 }
 
-func testUnreachable(t *testing.T, a *running, p *proxy, east, west, north *cluster.Cluster) {
+func TestUnreachableMember(t *testing.T) {
+	w, a := importing(t)
+	east, west, north, p := w.east, w.west, w.north, w.northProxy
 	all := []*cluster.Cluster{east, west, north}
 	ns := "imp-grace"
 	mkNamespace(t, ns, all...)

@@ -28,7 +28,7 @@ const (
 // Kinds are the single kinds, in report order.
 var Kinds = []Kind{KindCIPA, KindHLA, KindEPA, KindCIPSRV, KindHLSRV, KindNX}
 
-// MixWeights is the realistic mix of the issue, in percent.
+// MixWeights is the realistic mix of query kinds, in percent.
 var MixWeights = map[Kind]int{KindCIPA: 35, KindHLA: 15, KindEPA: 10, KindCIPSRV: 10, KindHLSRV: 10, KindNX: 20}
 
 // Query is one question and the answer the MCS DNS spec requires.
@@ -185,12 +185,6 @@ func newMsg(name string, t uint16) *dns.Msg {
 	m.RecursionDesired = false
 	m.SetEdns0(4096, false)
 	return m
-}
-
-// Exchange asks q once over UDP.
-func (a *Asker) Exchange(name string, t uint16) (*dns.Msg, error) {
-	r, _, err := a.udp.Exchange(newMsg(name, t), a.Addr)
-	return r, err
 }
 
 // Check asks q and compares the answer with what the spec requires.

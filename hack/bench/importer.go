@@ -26,6 +26,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
+	"github.com/mcs-dns/mcs-dns/test/procs"
 )
 
 // ImporterResult is the importer part of the bench.
@@ -110,18 +111,18 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 		return err
 	}
 	logf("importer: %d member clusters up in %s", len(names), time.Since(t0).Round(time.Millisecond))
-	metricsPort, err := FreePort()
+	metricsPort, err := procs.FindFreePort()
 	if err != nil {
 		return err
 	}
 	argv := []string{b.Importer, "--kubeconfig", kc, "--contexts", strings.Join(names, ","), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort)}
 	argv = append(argv, strings.Fields(b.Opt.ImporterArgs)...)
 	res.Args = strings.Join(argv[1:], " ")
-	imp, err := procs.Start("mcs-importer", filepath.Join(b.Out, "logs", "mcs-importer.log"), argv...)
+	imp, err := children.Start("mcs-importer", filepath.Join(b.Out, "logs", "mcs-importer.log"), argv...)
 	if err != nil {
 		return err
 	}
-	defer procs.Stop(imp)
+	defer children.Stop(imp)
 	servers := map[string]*Server{}
 	for _, n := range res.Importers {
 		srv, err := b.startServerFor(sid, "importer-"+n, kc, n)
@@ -132,12 +133,12 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 		servers[n] = srv
 	}
 	for n, srv := range servers {
-		if err := waitAnyAnswer(ctx, srv, 30*time.Second); err != nil {
-			return fmt.Errorf("CoreDNS for %s: %w", n, err)
+		if err := procs.WaitAnswering(ctx, srv.Proc, srv.Addr(), 20*time.Millisecond, 30*time.Second); err != nil {
+			return fmt.Errorf("CoreDNS for %s: %w: %s", n, err, lastLines(srv.Proc.Output(), 3))
 		}
 	}
 	if imp.Exited() {
-		return fmt.Errorf("mcs-importer exited: %s", lastLines(imp.Log(), 3))
+		return fmt.Errorf("mcs-importer exited: %s", lastLines(imp.Output(), 3))
 	}
 
 	exp := set.Get(names[0])
@@ -231,7 +232,7 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 	}
 	logf("importer: steady state %d writes in %.0f s (%v); RSS %.1f MiB", res.SteadyWrites, res.SteadySeconds, bd, mib(res.RSS))
 	if imp.Exited() {
-		return fmt.Errorf("mcs-importer exited: %s", lastLines(imp.Log(), 3))
+		return fmt.Errorf("mcs-importer exited: %s", lastLines(imp.Output(), 3))
 	}
 	if b.Opt.ImporterFloor {
 		fl, err := importerFloor(ctx, set, names, imp, servers, n, headless, b.Opt.Workers)
@@ -263,11 +264,11 @@ const (
 // left out (the importer writes them after the answers). The same DNS
 // polling measures export-to-answer. The CoreDNS servers keep running, so
 // they receive the same watch events as in the importer's burst.
-func importerFloor(ctx context.Context, set *cluster.Set, names []string, imp *Proc, servers map[string]*Server, n int, headless bool, workers int) (*FloorResult, error) {
+func importerFloor(ctx context.Context, set *cluster.Set, names []string, imp *procs.Process, servers map[string]*Server, n int, headless bool, workers int) (*FloorResult, error) {
 	if !headless {
 		return nil, errors.New("measured for headless exports only (a ClusterSetIP export's serve pass also writes derived Services)")
 	}
-	procs.Stop(imp)
+	children.Stop(imp)
 	loaders := make([]*Loader, len(names))
 	for k, name := range names {
 		c := set.Get(name)
@@ -700,23 +701,6 @@ func (b *Bench) startServerFor(id, tag, kubeconfig, context string) (*Server, er
 	b.Kubeconfig, b.Context = kubeconfig, context
 	defer func() { b.Kubeconfig, b.Context = saved, savedCtx }()
 	return b.StartServer(id, tag)
-}
-
-func waitAnyAnswer(ctx context.Context, s *Server, timeout time.Duration) error {
-	ask := NewAsker(s.Addr(), 200*time.Millisecond)
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if s.Proc.Exited() {
-			return fmt.Errorf("exited: %s", lastLines(s.Proc.Log(), 3))
-		}
-		if _, err := ask.Exchange("dns-version."+Zone, dns.TypeTXT); err == nil {
-			return nil
-		}
-		if err := waitCtx(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("no answer after %s", timeout)
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

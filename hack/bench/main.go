@@ -123,7 +123,7 @@ func run(o Options) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	var sets []*cluster.Set
 	cleanup := func() {
-		procs.StopAll()
+		children.StopAll()
 		for _, s := range sets {
 			s.Stop()
 		}

@@ -42,7 +42,7 @@ func (b *Bench) servePhase(ctx context.Context, loader *Loader, s Sizes) error {
 			if srv.Proc.Exited() {
 				b.note("server %s (%s) is not available: %v", id, srv.Label, err)
 				b.StopServer(srv)
-				res.Unavailable[id] = lastLines(srv.Proc.Log(), 2)
+				res.Unavailable[id] = lastLines(srv.Proc.Output(), 2)
 				continue
 			}
 			b.note("server %s (%s): %v; measuring anyway", id, srv.Label, err)
@@ -285,7 +285,7 @@ func (b *Bench) startupPhase(ctx context.Context, size string, s Sizes) {
 			if err != nil {
 				b.note("%s start-up at %s, round %d: %v", id, size, r, err)
 				if srv.Proc.Exited() {
-					b.Results.Unavailable[id] = lastLines(srv.Proc.Log(), 2)
+					b.Results.Unavailable[id] = lastLines(srv.Proc.Output(), 2)
 				}
 				b.StopServer(srv)
 				continue

@@ -1,117 +1,66 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcs-dns/mcs-dns/test/procs"
 )
 
-// Procs tracks every process the bench starts, so that all of them are
-// stopped on normal exit, on error and on Ctrl-C.
-type Procs struct {
+// children tracks every process the bench starts, so that all of them
+// are stopped on normal exit, on error and on Ctrl-C.
+var children = &tracker{procs: map[*procs.Process]struct{}{}}
+
+type tracker struct {
 	mu    sync.Mutex
-	procs map[*Proc]struct{}
+	procs map[*procs.Process]struct{}
 }
 
-var procs = &Procs{procs: map[*Proc]struct{}{}}
-
-// Proc is one child process.
-type Proc struct {
-	Name    string
-	Cmd     *exec.Cmd
-	Started time.Time
-	LogPath string
-	done    chan struct{}
-	err     error
-}
-
-// Start starts a child in its own process group, with its output in logPath.
-func (ps *Procs) Start(name, logPath string, argv ...string) (*Proc, error) {
-	f, err := os.Create(logPath)
+// Start starts a child (see procs.Launch) with its output in logPath.
+func (tr *tracker) Start(name, logPath string, argv ...string) (*procs.Process, error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	p, err := procs.Launch(name, logPath, argv...)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &Proc{Name: name, Cmd: cmd, LogPath: logPath, done: make(chan struct{})}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	p.Started = time.Now()
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	ps.procs[p] = struct{}{}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
+	tr.procs[p] = struct{}{}
 	return p, nil
 }
 
-// Exited reports whether the process has ended.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// Log returns the last bytes of the process's output.
-func (p *Proc) Log() string {
-	b, _ := os.ReadFile(p.LogPath)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(bytes.TrimSpace(b))
-}
-
-// Stop ends the process (TERM, then KILL after a grace period) and its group.
-func (ps *Procs) Stop(p *Proc) {
+// Stop ends the process and its group (TERM, then KILL after a grace
+// period).
+func (tr *tracker) Stop(p *procs.Process) {
 	if p == nil {
 		return
 	}
-	if !p.Exited() {
-		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	}
-	ps.mu.Lock()
-	delete(ps.procs, p)
-	ps.mu.Unlock()
+	_ = p.Stop()
+	tr.mu.Lock()
+	delete(tr.procs, p)
+	tr.mu.Unlock()
 }
 
 // StopAll stops every process still running.
-func (ps *Procs) StopAll() {
-	ps.mu.Lock()
-	all := make([]*Proc, 0, len(ps.procs))
-	for p := range ps.procs {
+func (tr *tracker) StopAll() {
+	tr.mu.Lock()
+	all := make([]*procs.Process, 0, len(tr.procs))
+	for p := range tr.procs {
 		all = append(all, p)
 	}
-	ps.mu.Unlock()
+	tr.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, p := range all {
 		wg.Add(1)
-		go func() { defer wg.Done(); ps.Stop(p) }()
+		go func() { defer wg.Done(); tr.Stop(p) }()
 	}
 	wg.Wait()
 }
@@ -139,24 +88,6 @@ func RSS(pid int) (rss, hwm int64, err error) {
 		return 0, 0, errors.New("no VmRSS")
 	}
 	return rss, hwm, nil
-}
-
-// FreePort returns a port free for both UDP and TCP on 127.0.0.1.
-func FreePort() (int, error) {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free port")
 }
 
 // reapLeftovers stops processes a previous, killed bench run left behind:

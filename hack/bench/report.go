@@ -57,7 +57,7 @@ func (r *Results) sizes() []string {
 	return out
 }
 
-// targets puts every target of the issue next to its measurement.
+// targets puts every target next to its measurement.
 func (r *Results) targets() []Target {
 	var ts []Target
 	add := func(what, target, measured string, ok *bool) {

@@ -101,7 +101,7 @@ type GoBench struct {
 	Error string   `json:"error,omitempty"`
 }
 
-// Target is one target of the issue next to what was measured.
+// Target is one target next to what was measured.
 type Target struct {
 	What     string `json:"what"`
 	Target   string `json:"target"`

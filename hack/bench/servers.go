@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/mcs-dns/mcs-dns/test/procs"
 )
 
 // Server is one of the three CoreDNS configurations, one binary.
@@ -15,7 +17,7 @@ type Server struct {
 	Label string
 	Port  int
 	Pprof int
-	Proc  *Proc
+	Proc  *procs.Process
 	Conf  string
 }
 
@@ -61,11 +63,11 @@ type Bench struct {
 
 // StartServer starts server id with a fresh Corefile on free ports.
 func (b *Bench) StartServer(id, tag string) (*Server, error) {
-	port, err := FreePort()
+	port, err := procs.FindFreePort()
 	if err != nil {
 		return nil, err
 	}
-	pp, err := FreePort()
+	pp, err := procs.FindFreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -75,39 +77,39 @@ func (b *Bench) StartServer(id, tag string) (*Server, error) {
 		return nil, err
 	}
 	logPath := filepath.Join(b.Out, "logs", fmt.Sprintf("coredns.%s.%s.log", id, tag))
-	s.Proc, err = procs.Start("coredns-"+id, logPath, b.CoreDNS, "-conf", s.Conf)
+	s.Proc, err = children.Start("coredns-"+id, logPath, b.CoreDNS, "-conf", s.Conf)
 	return s, err
 }
 
 // StopServer stops it.
 func (b *Bench) StopServer(s *Server) {
 	if s != nil {
-		procs.Stop(s.Proc)
+		children.Stop(s.Proc)
 	}
 }
 
 // WaitAnswering polls sample on s until every answer is right, and returns
 // the time from the process's start. For the ceiling (c) any answer counts.
 func (b *Bench) WaitAnswering(ctx context.Context, s *Server, sample []Query, timeout time.Duration) (time.Duration, error) {
-	ask := NewAsker(s.Addr(), 250*time.Millisecond)
 	deadline := s.Proc.Started.Add(timeout)
+	if s.ID == "c" {
+		if err := procs.WaitAnswering(ctx, s.Proc, s.Addr(), 3*time.Millisecond, time.Until(deadline)); err != nil {
+			return 0, fmt.Errorf("coredns (%s): %w: %s", s.Label, err, lastLines(s.Proc.Output(), 3))
+		}
+		return time.Since(s.Proc.Started), nil
+	}
+	ask := NewAsker(s.Addr(), 250*time.Millisecond)
 	var last []Result
 	for {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
 		if s.Proc.Exited() {
-			return 0, fmt.Errorf("coredns (%s) exited: %s", s.Label, lastLines(s.Proc.Log(), 3))
+			return 0, fmt.Errorf("coredns (%s) exited: %s", s.Label, lastLines(s.Proc.Output(), 3))
 		}
-		if s.ID == "c" {
-			if _, err := ask.Exchange(Zone, 1); err == nil {
-				return time.Since(s.Proc.Started), nil
-			}
-		} else {
-			last = ask.CheckAll(ctx, sample, 16)
-			if allOK(last) {
-				return time.Since(s.Proc.Started), nil
-			}
+		last = ask.CheckAll(ctx, sample, 16)
+		if allOK(last) {
+			return time.Since(s.Proc.Started), nil
 		}
 		if time.Now().After(deadline) {
 			bad := 0

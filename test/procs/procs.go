@@ -1,7 +1,8 @@
-// Package procs builds mcs-dns's real binaries once per test process and
-// runs them as child processes: our CoreDNS with a given Corefile and
-// mcs-importer with given flags. Each process is stopped by t.Cleanup, and
-// its output is kept and printed when the test fails.
+// Package procs runs mcs-dns's real binaries as child processes: it builds
+// them once per test process, starts and stops processes (in tests by
+// t.Cleanup, with their output printed when the test fails; in hack/bench
+// by the caller, with their output in log files), finds free ports and
+// waits for a DNS server to answer.
 package procs
 
 import (
@@ -9,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -125,17 +127,25 @@ func repoRoot() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// Process is a running child process.
+// Process is a running child process, in a process group of its own.
 type Process struct {
-	Name string
-	Cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
+	Name    string
+	Cmd     *exec.Cmd
+	Started time.Time
+	logPath string      // where its output goes, if to a file
+	out     *syncBuffer // else, its output
+	done    chan struct{}
+	err     error
 }
 
 // Output returns what the process wrote to stdout and stderr so far.
-func (p *Process) Output() string { return p.out.String() }
+func (p *Process) Output() string {
+	if p.logPath != "" {
+		b, _ := os.ReadFile(p.logPath)
+		return string(b)
+	}
+	return p.out.String()
+}
 
 // Exited reports whether the process has exited.
 func (p *Process) Exited() bool {
@@ -150,42 +160,84 @@ func (p *Process) Exited() bool {
 // Wait waits for the process to exit and returns its error.
 func (p *Process) Wait() error { <-p.done; return p.err }
 
-// Stop sends SIGTERM, waits up to 10 s, then kills.
+// stopGrace is how long Stop waits after SIGTERM.
+const stopGrace = 10 * time.Second
+
+// Stop sends SIGTERM to the process's group, waits up to 10 s, then kills
+// the group.
 func (p *Process) Stop() error {
 	if p.Exited() {
 		return p.err
 	}
-	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.Cmd.Process.Kill()
+	case <-time.After(stopGrace):
+		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
-		return errors.New("did not stop within 10s of SIGTERM; killed")
+		return fmt.Errorf("did not stop within %s of SIGTERM; killed", stopGrace)
 	}
 	return p.err
 }
 
-// Kill kills the process with SIGKILL (a crash, as far as it can tell).
+// Kill kills the process's group with SIGKILL (a crash, as far as the
+// process can tell).
 func (p *Process) Kill() {
 	if !p.Exited() {
-		_ = p.Cmd.Process.Kill()
+		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
+}
+
+// Launch starts argv[0] with the rest of argv as its arguments, in a
+// process group of its own (Stop ends whatever it starts too) and killed
+// when this process dies, where the kernel allows it. Its output goes to
+// the file logPath, or is kept in memory if logPath is "". The caller
+// stops it.
+func Launch(name, logPath string, argv ...string) (*Process, error) {
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("starting %s: no command", name)
+	}
+	p := &Process{Name: name, Cmd: exec.Command(argv[0], argv[1:]...), logPath: logPath, done: make(chan struct{})}
+	var out io.Writer
+	var file *os.File
+	if logPath != "" {
+		f, err := os.Create(logPath)
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", name, err)
+		}
+		out, file = f, f
+	} else {
+		p.out = &syncBuffer{}
+		out = p.out
+	}
+	p.Cmd.Stdout, p.Cmd.Stderr = out, out
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.Started = time.Now()
+	if err := p.Cmd.Start(); err != nil {
+		if file != nil {
+			file.Close()
+		}
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() {
+		p.err = p.Cmd.Wait()
+		if file != nil {
+			file.Close()
+		}
+		close(p.done)
+	}()
+	return p, nil
 }
 
 // Start runs bin with args; the process is stopped by t.Cleanup and its
 // output is logged if the test failed.
 func Start(t testing.TB, name, bin string, args ...string) *Process {
 	t.Helper()
-	p := &Process{Name: name, Cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
-	p.Cmd.Stdout, p.Cmd.Stderr = p.out, p.out
-	// Die with the test process where the kernel allows it.
-	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.Cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
+	p, err := Launch(name, "", append([]string{bin}, args...)...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() { p.err = p.Cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		_ = p.Stop()
 		if t.Failed() {
@@ -199,21 +251,29 @@ func Start(t testing.TB, name, bin string, args ...string) *Process {
 // UDP right now.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	port, err := FindFreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// FindFreePort is FreePort for callers without a testing.TB.
+func FindFreePort() (int, error) {
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
 		l.Close()
 		if err == nil {
 			u.Close()
-			return port
+			return port, nil
 		}
 	}
-	t.Fatal("no free port")
-	return 0
+	return 0, errors.New("no free port")
 }
 
 // CoreDNS is a running CoreDNS process serving DNS on Addr (127.0.0.1:port).
@@ -234,19 +294,32 @@ func StartCoreDNS(t testing.TB, bin, corefile string) *CoreDNS {
 	}
 	p := Start(t, "coredns", bin, "-conf", path, "-dns.port", strconv.Itoa(port))
 	c := &CoreDNS{Process: p, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	deadline := time.Now().Add(60 * time.Second)
+	if err := WaitAnswering(context.Background(), p, c.Addr, 50*time.Millisecond, 60*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, p.Output())
+	}
+	return c
+}
+
+// WaitAnswering asks the DNS server at addr, run by p, every poll until
+// it answers at all (even REFUSED: it listens), and fails if p exits, ctx
+// ends or no answer came within timeout.
+func WaitAnswering(ctx context.Context, p *Process, addr string, poll, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		if p.Exited() {
-			t.Fatalf("coredns exited: %v\n%s", p.err, p.Output())
+			return fmt.Errorf("%s exited: %v", p.Name, p.err)
 		}
-		// Any answer at all (even REFUSED) means the server is listening.
-		if _, err := Query(c.Addr, "udp", "dns-version.clusterset.local.", dns.TypeTXT); err == nil {
-			return c
+		if _, err := Query(addr, "udp", "dns-version.clusterset.local.", dns.TypeTXT); err == nil {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("coredns did not answer within 60s\n%s", p.Output())
+			return fmt.Errorf("%s did not answer within %s", p.Name, timeout)
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
+		}
 	}
 }
 
