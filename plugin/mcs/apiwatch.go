@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,22 +17,31 @@ import (
 )
 
 // reachability wraps the API client's transport to notice when the API
-// server cannot be reached. client-go's reflectors retry refused
-// connections quietly, so without this an API outage would go unlogged.
-// It logs once when the server becomes unreachable and once when it comes
-// back, counts every failed request by resource, and tells how long the
-// answers have been cut off from the API (coredns_mcs_last_sync_age_seconds).
+// server cannot be reached, and to ride out the outage. client-go's
+// reflectors retry refused connections quietly and with a back-off that
+// grows to 30 s (60 with jitter), so without this an API outage would go
+// unlogged and changes made when the server returns could wait a minute.
+// Instead, a list or watch that cannot connect is retried here every
+// reconnectInterval until it connects or its context ends: the reflector
+// sees a slow request rather than an error, never backs off for an outage,
+// and resumes within reconnectInterval of the server's return. It logs once
+// when the server becomes unreachable and once when it comes back, counts
+// failed requests by resource, and tells how long the answers have been
+// cut off from the API (coredns_mcs_last_sync_age_seconds).
 type reachability struct {
 	down atomic.Bool
-	// lastContact is when the API server last answered (unix ns), set
-	// when it stops answering; 0 while it does.
-	lastContact atomic.Int64
+	// lostAt is when the API server stopped answering (unix ns); 0 while
+	// it answers.
+	lostAt atomic.Int64
 }
 
+// reconnectInterval is how often a request that cannot connect is retried.
+const reconnectInterval = 250 * time.Millisecond
+
 // age is how long the answers have gone without the API server: 0 while
-// it answers, else the time since it last did.
+// it answers, else the time since it stopped.
 func (r *reachability) age(now time.Time) time.Duration {
-	t := r.lastContact.Load()
+	t := r.lostAt.Load()
 	if t == 0 {
 		return 0
 	}
@@ -52,31 +62,48 @@ func lastSyncAge() float64 {
 	return oldest.Seconds()
 }
 
+// unreachable reports errors that say the server could not be connected
+// to at all (nothing was sent, so a retry is safe).
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
 func (r *reachability) wrap(rt http.RoundTripper) http.RoundTripper {
-	var last atomic.Int64 // when a request last went through (unix ns)
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(req)
-		if err != nil {
+		// Lists and watches only: discovery has no context to end it on
+		// a reload, and its caller retries on its own.
+		retry := req.Method == http.MethodGet && (req.Body == nil || req.Body == http.NoBody) && resourceOf(req.URL.Path) != "discovery"
+		for attempt := 0; ; attempt++ {
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				if r.down.CompareAndSwap(true, false) {
+					r.lostAt.Store(0)
+					log.Infof("the API server is reachable again")
+				}
+				return resp, nil
+			}
 			if req.Context().Err() != nil {
 				return resp, err // we are stopping
 			}
-			watchErrors.WithLabelValues(resourceOf(req.URL.Path)).Inc()
+			if attempt == 0 {
+				watchErrors.WithLabelValues(resourceOf(req.URL.Path)).Inc()
+			}
 			if r.down.CompareAndSwap(false, true) {
-				since := last.Load()
-				if since == 0 {
-					since = time.Now().UnixNano()
-				}
-				r.lastContact.Store(since)
+				r.lostAt.Store(time.Now().UnixNano())
 				log.Warningf("cannot reach the API server; answers stay as they are until it is back: %v", err)
 			}
-			return resp, err
+			if !retry || !unreachable(err) {
+				return resp, err
+			}
+			t := time.NewTimer(reconnectInterval)
+			select {
+			case <-req.Context().Done():
+				t.Stop()
+				return nil, err
+			case <-t.C:
+			}
 		}
-		last.Store(time.Now().UnixNano())
-		if r.down.CompareAndSwap(true, false) {
-			r.lastContact.Store(0)
-			log.Infof("the API server is reachable again")
-		}
-		return resp, nil
 	})
 }
 
