@@ -5,10 +5,11 @@ import (
 	"math"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/mcs-dns/mcs-dns/internal/dnswire"
 )
 
 // Config is what Build needs besides the objects.
@@ -196,7 +197,7 @@ func (s *Set) ptrTargets(j int) []*Node {
 func (s *Set) PTRs() []PTR {
 	var out []PTR
 	for j, ip := range s.ptrAddrs() {
-		rev := string(reverseName(nil, ip))
+		rev := string(dnswire.AppendReverse(nil, ip))
 		for _, n := range s.ptrTargets(j) {
 			out = append(out, PTR{Reverse: rev, Target: n.owner})
 		}
@@ -912,24 +913,4 @@ func joinOwners(names []endpointName, base string) []string {
 		off += l
 	}
 	return out
-}
-
-const hexDigits = "0123456789abcdef"
-
-// reverseName appends the reverse name of ip (as dns.ReverseAddr makes
-// it: "4.3.2.1.in-addr.arpa.", or 32 nibbles and "ip6.arpa.") to buf.
-func reverseName(buf []byte, ip netip.Addr) []byte {
-	if ip.Is4() {
-		a := ip.As4()
-		for i := 3; i >= 0; i-- {
-			buf = strconv.AppendUint(buf, uint64(a[i]), 10)
-			buf = append(buf, '.')
-		}
-		return append(buf, "in-addr.arpa."...)
-	}
-	a := ip.As16()
-	for i := 15; i >= 0; i-- {
-		buf = append(buf, hexDigits[a[i]&0x0f], '.', hexDigits[a[i]>>4], '.')
-	}
-	return append(buf, "ip6.arpa."...)
 }
