@@ -1,13 +1,8 @@
 package mcs
 
 import (
-	"context"
-	"reflect"
 	"sync"
 
-	"github.com/coredns/coredns/core/dnsserver"
-	"github.com/coredns/coredns/plugin"
-	"github.com/coredns/coredns/plugin/metrics"
 	cedns "github.com/coredns/coredns/plugin/pkg/edns"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
@@ -31,76 +26,6 @@ import (
 // dnstap, rewrite, ...), EDNS0 options the reply would echo, an opcode other than
 // QUERY, a class other than IN, a name with escapes, and replies that do
 // not fit the client's buffer (the dns.Msg path truncates them).
-
-// pluginWriterType is the type of the writer plugin.NextOrFailure wraps
-// around the writer it passes on (to note which plugin wrote the reply;
-// its Write passes the bytes on unchanged). It is unexported, so it is
-// learnt once by calling NextOrFailure.
-var pluginWriterType = func() reflect.Type {
-	var seen reflect.Type
-	_, _ = plugin.NextOrFailure("mcs", plugin.HandlerFunc(func(_ context.Context, w dns.ResponseWriter, _ *dns.Msg) (int, error) {
-		seen = reflect.TypeOf(w)
-		return 0, nil
-	}), context.Background(), &request.ScrubWriter{}, nil)
-	return seen
-}()
-
-// maxWrappers bounds the writers rawWriter looks through: one per plugin
-// before mcs in the chain, and the prometheus recorder.
-const maxWrappers = 32
-
-// inner returns the writer that w wraps when w is one that passes bytes
-// written with Write on unchanged (NextOrFailure's, or the prometheus
-// plugin's recorder, which counts their length and reads an unset rcode as
-// NOERROR), else nil.
-func inner(w dns.ResponseWriter) dns.ResponseWriter {
-	if t, ok := w.(*metrics.Recorder); ok {
-		if t.Recorder == nil {
-			return nil
-		}
-		return t.Recorder.ResponseWriter
-	}
-	if pluginWriterType != nil && reflect.TypeOf(w) == pluginWriterType {
-		v := reflect.ValueOf(w).Elem()
-		if v.NumField() > 0 {
-			if next, ok := v.Field(0).Interface().(dns.ResponseWriter); ok {
-				return next
-			}
-		}
-	}
-	return nil
-}
-
-// rawWriter reports whether a reply written with Write reaches the client
-// unchanged and fully accounted for: the server's own ScrubWriter (it only
-// fits messages given to WriteMsg; our templates fit already), possibly
-// behind writers that pass bytes on (see inner). Not for DNS over QUIC:
-// its writer ends the stream in WriteMsg only.
-func rawWriter(w dns.ResponseWriter) bool {
-	for range maxWrappers {
-		if sw, ok := w.(*request.ScrubWriter); ok {
-			_, quic := sw.ResponseWriter.(*dnsserver.DoQWriter)
-			return !quic && sw.ResponseWriter != nil
-		}
-		if w = inner(w); w == nil {
-			return false
-		}
-	}
-	return false
-}
-
-// setRcode tells the prometheus plugin's recorders the rcode of a reply
-// written as bytes (they read it only from messages given to WriteMsg).
-func setRcode(w dns.ResponseWriter, rcode int) {
-	for range maxWrappers {
-		if t, ok := w.(*metrics.Recorder); ok && t.Recorder != nil {
-			t.Rcode = rcode
-		}
-		if w = inner(w); w == nil {
-			return
-		}
-	}
-}
 
 var replyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
