@@ -169,8 +169,14 @@ func FuzzNewTemplate(f *testing.F) {
 	f.Add("_http._tcp.db.demo.svc.clusterset.local.", uint8(2), uint8(12), uint32(7))
 	f.Add("big.demo.svc.clusterset.local.", uint8(0), uint8(255), uint32(1))
 	f.Add(strings.Repeat("x", 63)+"."+strings.Repeat("y", 63)+"."+strings.Repeat("z", 63)+".local.", uint8(2), uint8(40), uint32(9))
+	f.Add(`a\.b.example.`, uint8(0), uint8(1), uint32(3))
 	f.Fuzz(func(t *testing.T, rawName string, typ, n uint8, seed uint32) {
 		name := fuzzName(rawName)
+		if strings.Contains(rawName, `\`) {
+			if _, ok := dns.IsDomainName(rawName); ok && dns.IsFqdn(rawName) {
+				name = strings.ToLower(rawName)
+			}
+		}
 		if name == "" {
 			return
 		}
@@ -180,8 +186,8 @@ func FuzzNewTemplate(f *testing.F) {
 		m := &dns.Msg{MsgHdr: dns.MsgHdr{Response: true, Authoritative: true}, Compress: true,
 			Question: []dns.Question{{Name: name, Qtype: qtype, Qclass: dns.ClassINET}}, Answer: answer}
 		short, err := m.Pack()
-		if err != nil || len(short) > dns.MaxMsgSize {
-			require.Nil(t, tmpl, "a reply miekg cannot pack")
+		if err != nil || len(short) > dns.MaxMsgSize || strings.Contains(name, `\`) {
+			require.Nil(t, tmpl, "a reply miekg cannot pack, or a name with escapes")
 			return
 		}
 		require.NotNil(t, tmpl)
@@ -563,17 +569,33 @@ func TestParseReverse(t *testing.T) {
 	}
 }
 
-// TestPatchRejectsMismatch: a query name that is not the template's (up
-// to case) gets no reply.
+// TestPatchRejectsMismatch: a query name whose labels are not the
+// template's gets no reply.
 func TestPatchRejectsMismatch(t *testing.T) {
 	pk, err := (&dns.Msg{Question: []dns.Question{{Name: "a.bc.", Qtype: dns.TypeA, Qclass: dns.ClassINET}}}).Pack()
 	require.NoError(t, err)
 	r := new(dns.Msg)
-	for _, name := range []string{"ab.c.", "a.bc", "A.BC.x", "abcd.", "a.bd.", `\097.bc.`} {
+	for _, name := range []string{"ab.c.", "a.bc", "A.BC.x", "abcd."} {
 		buf := append([]byte(nil), pk...)
 		assert.False(t, patch(buf, r, name), name)
 	}
 	buf := append([]byte(nil), pk...)
 	assert.True(t, patch(buf, r, "A.Bc."))
 	assert.True(t, bytes.Contains(buf, []byte("\x01A\x02Bc\x00")), "the case as asked")
+}
+
+// TestAppendReplyOwnNameOnly: a template answers its own name, in any
+// case, and no other, nor its own written with escapes.
+func TestAppendReplyOwnNameOnly(t *testing.T) {
+	answer, _ := records("a.bc.", dns.TypeA, 1, 0)
+	tmpl := NewTemplate("a.bc.", dns.TypeA, answer, nil)
+	require.NotNil(t, tmpl)
+	for name, want := range map[string]bool{
+		"a.bc.": true, "A.bC.": true, "a.bd.": false, "ab.c.": false, "a.bc": false, `\097.bc.`: false, `a.b\c.`: false,
+	} {
+		r := new(dns.Msg)
+		r.SetQuestion(name, dns.TypeA)
+		_, ok := tmpl.AppendReply(nil, r, nil, 512)
+		assert.Equal(t, want, ok, name)
+	}
 }

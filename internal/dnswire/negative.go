@@ -104,10 +104,5 @@ func inZone(name, zone string) bool {
 	if cut > 0 && name[cut-1] != '.' {
 		return false
 	}
-	for i := range len(zone) {
-		if lower(name[cut+i]) != zone[i] {
-			return false
-		}
-	}
-	return true
+	return name[cut:] == zone || equalFold(name[cut:], zone)
 }

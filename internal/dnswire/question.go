@@ -2,6 +2,7 @@ package dnswire
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/miekg/dns"
 )
@@ -72,9 +73,10 @@ func queryOK(r *dns.Msg) bool {
 		len(r.Question[0].Name) > 0 && len(r.Question[0].Name) <= 254
 }
 
-// grow returns dst extended by n octets, and those octets.
+// grow returns dst extended by n octets, and those octets, which hold
+// garbage: the caller writes every one.
 func grow(dst []byte, n int) ([]byte, []byte) {
 	start := len(dst)
-	dst = append(dst, make([]byte, n)...)
+	dst = slices.Grow(dst, n)[:start+n]
 	return dst, dst[start:]
 }

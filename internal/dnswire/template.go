@@ -7,6 +7,7 @@ package dnswire
 
 import (
 	"encoding/binary"
+	"strings"
 
 	"github.com/miekg/dns"
 )
@@ -34,8 +35,12 @@ type Template struct {
 
 // NewTemplate packs the reply template of a question (qname, lower case,
 // and qtype) answered with answer and extra (see Template); nil when it
-// cannot be packed, or no transport could carry it whole.
+// cannot be packed, no transport could carry it whole, or qname has
+// escapes (a query's name is copied into the template label by label).
 func NewTemplate(qname string, qtype uint16, answer, extra []dns.RR) *Template {
+	if strings.IndexByte(qname, '\\') >= 0 {
+		return nil
+	}
 	m := &dns.Msg{
 		MsgHdr:   dns.MsgHdr{Response: true, Authoritative: true},
 		Compress: true,
@@ -79,10 +84,16 @@ func (t *Template) AppendReply(dst []byte, r *dns.Msg, opt *dns.OPT, limit int) 
 			return dst, false
 		}
 	}
+	name := r.Question[0].Name
+	// t.Name has no escapes (NewTemplate), so neither has a name equal to
+	// it up to case.
+	if name != t.Name && !equalFold(name, t.Name) {
+		return dst, false
+	}
 	start := len(dst)
 	dst = append(dst, tmpl...)
 	buf := dst[start:]
-	if !patch(buf, r, r.Question[0].Name) {
+	if !patch(buf, r, name) {
 		return dst[:start], false
 	}
 	if opt != nil {
@@ -96,9 +107,9 @@ func (t *Template) AppendReply(dst []byte, r *dns.Msg, opt *dns.OPT, limit int) 
 }
 
 // patch writes the query's ID, RD and CD bits and question name (its
-// case) over a copied template. name is the query's name: it must be the
-// template's name up to ASCII case (same labels, no escapes); its labels
-// are copied into the template's label octets.
+// case) over a copied template. name is the query's name, the template's
+// name up to ASCII case and without escapes (same length): its labels are
+// copied into the template's label octets.
 func patch(buf []byte, r *dns.Msg, name string) bool {
 	if len(buf) < 12 {
 		return false
@@ -123,17 +134,25 @@ func patch(buf []byte, r *dns.Msg, name string) bool {
 		if l > 63 || pos+1+l > len(buf) || i+l >= len(name) || name[i+l] != '.' {
 			return false
 		}
-		for k := range l {
-			c := name[i+k]
-			if lower(c) != buf[pos+1+k] || c == '\\' || c == '.' {
-				return false
-			}
-			buf[pos+1+k] = c
-		}
+		copy(buf[pos+1:pos+1+l], name[i:i+l])
 		pos += 1 + l
 		i += l + 1
 	}
 	return false
+}
+
+// equalFold reports whether a and b are equal up to ASCII case (and only
+// ASCII: no Unicode folding, which could match names of other lengths).
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lower(a[i]) != lower(b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // lower is c in ASCII lower case.

@@ -56,12 +56,13 @@ func TestCoreDNSAssumptions(t *testing.T) {
 	}
 
 	// The shape the reflection in writers.go reads.
-	require.NotNil(t, pluginWriterType, "plugin.NextOrFailure no longer wraps the writer; %s", recheck)
+	require.NotNil(t, pluginWriterType, "plugin.NextOrFailure no longer wraps the writer, or not in a pointer to a struct with an embedded dns.ResponseWriter; %s", recheck)
 	require.Equal(t, reflect.Pointer, pluginWriterType.Kind(), recheck)
 	require.Equal(t, reflect.Struct, pluginWriterType.Elem().Kind(), recheck)
 	field, ok := pluginWriterType.Elem().FieldByName("ResponseWriter")
 	require.True(t, ok && field.Anonymous && field.Type == reflect.TypeFor[dns.ResponseWriter](),
 		"NextOrFailure's writer embeds no dns.ResponseWriter; %s", recheck)
+	require.Equal(t, field.Index, []int{pluginWriterField}, recheck)
 
 	// And what it does: inner finds the wrapped writer, and bytes written
 	// through it arrive unchanged.

@@ -29,17 +29,19 @@ import (
 
 var replyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-// writeBytes writes the reply that build appends to a pooled buffer, if
-// it builds one, and reports whether it did. A failed write means the
-// client is gone: the reply counts as written (a second try through
-// WriteMsg could only add a frame to a broken stream).
-func writeBytes(w dns.ResponseWriter, build func([]byte) ([]byte, bool)) bool {
-	bp := replyBufs.Get().(*[]byte)
-	buf, ok := build((*bp)[:0])
+// getBuf returns a pooled buffer to append a reply to; send gives it
+// back.
+func getBuf() *[]byte { return replyBufs.Get().(*[]byte) }
+
+// send writes reply, which was appended to (*bp)[:0], when ok, gives bp
+// back to the pool and returns ok. A failed write means the client is
+// gone: the reply counts as written (a second try through WriteMsg could
+// only add a frame to a broken stream).
+func send(w dns.ResponseWriter, bp *[]byte, reply []byte, ok bool) bool {
 	if ok {
-		_, _ = w.Write(buf)
+		_, _ = w.Write(reply)
 	}
-	*bp = buf[:0] // the writers copy or send it before Write returns
+	*bp = reply[:0] // the writers copy or send it before Write returns
 	replyBufs.Put(bp)
 	return ok
 }
@@ -85,7 +87,9 @@ func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string
 	}
 	state := request.Request{W: w, Req: r}
 	size := state.Size()
-	return writeBytes(w, func(b []byte) ([]byte, bool) { return tmpl.AppendReply(b, r, opt, size) })
+	bp := getBuf()
+	reply, ok := tmpl.AppendReply((*bp)[:0], r, opt, size)
+	return send(w, bp, reply, ok)
 }
 
 // writeNegative sends a negative reply (rcode NXDOMAIN, or NOERROR for
@@ -100,9 +104,9 @@ func writeNegative(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname stri
 	if !ok {
 		return false
 	}
-	if !writeBytes(w, func(b []byte) ([]byte, bool) {
-		return dnswire.AppendNegative(b, r, z.name, rcode, z.soaTail, serial, opt)
-	}) {
+	bp := getBuf()
+	reply, ok := dnswire.AppendNegative((*bp)[:0], r, z.name, rcode, z.soaTail, serial, opt)
+	if !send(w, bp, reply, ok) {
 		return false
 	}
 	setRcode(w, rcode)
@@ -124,5 +128,7 @@ func writePTR(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, t
 	}
 	state := request.Request{W: w, Req: r}
 	size := state.Size()
-	return writeBytes(w, func(b []byte) ([]byte, bool) { return dnswire.AppendPTR(b, r, targets, ttl, opt, size) })
+	bp := getBuf()
+	reply, ok := dnswire.AppendPTR((*bp)[:0], r, targets, ttl, opt, size)
+	return send(w, bp, reply, ok)
 }

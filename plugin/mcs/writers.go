@@ -28,7 +28,7 @@ import (
 //     prometheus, ...): without looking through it the fast path would
 //     never run. So this one assumption on CoreDNS internals stays: the
 //     type is learnt by calling NextOrFailure and the inner writer read by
-//     reflection from its exported embedded field. If a CoreDNS upgrade
+//     reflection from its exported embedded field ResponseWriter. If a CoreDNS upgrade
 //     changes either, inner finds nothing and replies take the dns.Msg
 //     path (slower, never wrong), and TestCoreDNSAssumptions fails saying
 //     what to re-check.
@@ -38,16 +38,25 @@ import (
 
 // pluginWriterType is the type of the writer plugin.NextOrFailure wraps
 // around the writer it passes on (to note which plugin wrote the reply;
-// its Write passes the bytes on unchanged). It is unexported, so it is
-// learnt once by calling NextOrFailure; nil if NextOrFailure ever stops
-// wrapping.
-var pluginWriterType = func() reflect.Type {
+// its Write passes the bytes on unchanged), and pluginWriterField the
+// index of its embedded field ResponseWriter, the writer it wraps. The
+// type is unexported, so it is learnt once by calling NextOrFailure; nil
+// (and the fast path off behind any plugin) when NextOrFailure stops
+// wrapping or the type no longer has that shape.
+var pluginWriterType, pluginWriterField = func() (reflect.Type, int) {
 	var seen reflect.Type
 	_, _ = plugin.NextOrFailure("mcs", plugin.HandlerFunc(func(_ context.Context, w dns.ResponseWriter, _ *dns.Msg) (int, error) {
 		seen = reflect.TypeOf(w)
 		return 0, nil
 	}), context.Background(), &request.ScrubWriter{}, nil)
-	return seen
+	if seen == nil || seen.Kind() != reflect.Pointer || seen.Elem().Kind() != reflect.Struct {
+		return nil, -1
+	}
+	f, ok := seen.Elem().FieldByName("ResponseWriter")
+	if !ok || !f.IsExported() || len(f.Index) != 1 || f.Type != reflect.TypeFor[dns.ResponseWriter]() {
+		return nil, -1
+	}
+	return seen, f.Index[0]
 }()
 
 // maxWrappers bounds the writers rawWriter looks through: one per plugin
@@ -66,24 +75,12 @@ func inner(w dns.ResponseWriter) dns.ResponseWriter {
 		return t.Recorder.ResponseWriter
 	}
 	if pluginWriterType != nil && reflect.TypeOf(w) == pluginWriterType {
-		return pluginWriterInner(reflect.ValueOf(w))
+		if v := reflect.ValueOf(w); !v.IsNil() {
+			next, _ := v.Elem().Field(pluginWriterField).Interface().(dns.ResponseWriter)
+			return next
+		}
 	}
 	return nil
-}
-
-// pluginWriterInner returns the writer inside NextOrFailure's writer v:
-// its embedded, exported field ResponseWriter; nil when it has no such
-// field (the fast path is then off behind any plugin).
-func pluginWriterInner(v reflect.Value) dns.ResponseWriter {
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return nil
-	}
-	f := v.Elem().FieldByName("ResponseWriter")
-	if !f.IsValid() || !f.CanInterface() {
-		return nil
-	}
-	next, _ := f.Interface().(dns.ResponseWriter)
-	return next
 }
 
 // rawWriter reports whether a reply written with Write reaches the client
