@@ -400,18 +400,6 @@ func recs(n *Node, qtype uint16) []dns.RR {
 	return a
 }
 
-// TestReverseName: the reverse names the index keys PTR records by are
-// exactly dns.ReverseAddr's.
-func TestReverseName(t *testing.T) {
-	for _, s := range []string{"10.1.2.3", "0.0.0.0", "255.255.255.255", "192.0.2.10", "fd00::1", "2001:db8:abcd:12::ff", "::", "fe80::1:2:3:4"} {
-		ip := netip.MustParseAddr(s)
-		want, err := dns.ReverseAddr(s)
-		require.NoError(t, err)
-		assert.Equal(t, want, string(reverseName(nil, ip)), s)
-		assert.Equal(t, "x"+want, string(reverseName([]byte("x"), ip)), "appends")
-	}
-}
-
 // TestValidName: the length-only check agrees with dns.IsDomainName and
 // RFC 1035's 255 octets (254 characters as an FQDN), up to that boundary.
 func TestValidName(t *testing.T) {
@@ -445,43 +433,6 @@ func TestUnpackableRemembered(t *testing.T) {
 	assert.Nil(t, n.Packed(owner, dns.TypeA))
 	assert.Same(t, unpackable, n.packed.Load()[0], "remembered")
 	assert.Nil(t, n.Packed(owner, dns.TypeA))
-}
-
-// TestParseReverse: parseReverse inverts reverseName exactly, and names
-// that are not an address's one reverse name (leading zeros, missing or
-// extra labels, upper-case or out-of-range digits) are no address.
-func TestParseReverse(t *testing.T) {
-	for _, s := range []string{"10.1.2.3", "0.0.0.0", "255.255.255.255", "1.20.100.9", "fd00::1", "2001:db8:abcd:12::ff", "::", "::ffff:10.1.2.3", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"} {
-		ip := netip.MustParseAddr(s)
-		got, ok := parseReverse(string(reverseName(nil, ip)))
-		require.True(t, ok, s)
-		assert.Equal(t, ip, got, s)
-	}
-	v6 := string(reverseName(nil, netip.MustParseAddr("fd00::a")))
-	for _, bad := range []string{
-		"", "in-addr.arpa.", ".in-addr.arpa.", "1.2.3.in-addr.arpa.", "1.2.3.4.5.in-addr.arpa.",
-		"01.2.3.4.in-addr.arpa.", "256.2.3.4.in-addr.arpa.", "1.2..4.in-addr.arpa.", "1.2.3.x.in-addr.arpa.",
-		"1.2.3.4.in-addr.arpa", "1234.2.3.4.in-addr.arpa.", "-1.2.3.4.in-addr.arpa.",
-		strings.ToUpper(v6[:1]) + v6[1:], v6[2:], "0." + v6, strings.Replace(v6, ".", "x", 1),
-		"g" + v6[1:], "ip6.arpa.",
-	} {
-		_, ok := parseReverse(bad)
-		assert.False(t, ok, "%q", bad)
-	}
-}
-
-// FuzzParseReverse: whatever parseReverse accepts is exactly the reverse
-// name of the address it returns.
-func FuzzParseReverse(f *testing.F) {
-	f.Add("3.2.1.10.in-addr.arpa.")
-	f.Add(string(reverseName(nil, netip.MustParseAddr("fd00::1"))))
-	f.Add("03.2.1.10.in-addr.arpa.")
-	f.Fuzz(func(t *testing.T, name string) {
-		ip, ok := parseReverse(name)
-		if ok && string(reverseName(nil, ip)) != name {
-			t.Fatalf("%q parsed as %s, whose reverse name is %q", name, ip, reverseName(nil, ip))
-		}
-	})
 }
 
 // TestHeadlessSharedAddresses: an address of several endpoint names has

@@ -10,6 +10,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/mcs-dns/mcs-dns/internal/dnswire"
 )
 
 // Index is the published answer state: one immutable Set per service, the
@@ -109,7 +111,7 @@ func (ix *Index) deletePTR(ip netip.Addr) {
 
 // HasPTR reports whether the lower-case reverse name has PTR records.
 func (ix *Index) HasPTR(reverse string) bool {
-	ip, ok := parseReverse(reverse)
+	ip, ok := dnswire.ParseReverse(reverse)
 	if !ok {
 		return false
 	}
@@ -121,7 +123,7 @@ func (ix *Index) HasPTR(reverse string) bool {
 // lower-case reverse name (by service key, without duplicates), or nil.
 // The slice is shared and must not be modified; it allocates nothing.
 func (ix *Index) PTRTargets(reverse string) []*Node {
-	ip, ok := parseReverse(reverse)
+	ip, ok := dnswire.ParseReverse(reverse)
 	if !ok {
 		return nil
 	}
@@ -307,53 +309,4 @@ func (ix *Index) replacePTR(ip netip.Addr, key string, own ptrRef) {
 		merged.ptrEnd = []uint32{uint32(len(merged.ptrNodes))} // #nosec G115 -- a few services
 		ix.storePTR(ip, ptrRef{set: merged})
 	}
-}
-
-// parseReverse returns the address whose reverse name, as reverseName
-// writes it (lower case, no leading zeros, every label present), is
-// name; false for any other name, so that a name maps to an address only
-// when it is that address's one reverse name.
-func parseReverse(name string) (netip.Addr, bool) {
-	if rest, ok := strings.CutSuffix(name, ".in-addr.arpa."); ok {
-		var a [4]byte
-		for i := 3; i >= 0; i-- {
-			label := rest
-			if i > 0 {
-				dot := strings.IndexByte(rest, '.')
-				if dot < 0 {
-					return netip.Addr{}, false
-				}
-				label, rest = rest[:dot], rest[dot+1:]
-			}
-			v, ok := parseOctet(label)
-			if !ok {
-				return netip.Addr{}, false
-			}
-			a[i] = v
-		}
-		return netip.AddrFrom4(a), true
-	}
-	if rest, ok := strings.CutSuffix(name, ".ip6.arpa."); ok {
-		if len(rest) != 63 { // 32 nibbles and the 31 dots between them
-			return netip.Addr{}, false
-		}
-		var a [16]byte
-		for k := range 32 {
-			if k < 31 && rest[2*k+1] != '.' {
-				return netip.Addr{}, false
-			}
-			nib := strings.IndexByte(hexDigits, rest[2*k])
-			if nib < 0 {
-				return netip.Addr{}, false
-			}
-			// Labels go from the low nibble of the last octet up.
-			if k%2 == 0 {
-				a[15-k/2] |= byte(nib)
-			} else {
-				a[15-k/2] |= byte(nib) << 4
-			}
-		}
-		return netip.AddrFrom16(a), true
-	}
-	return netip.Addr{}, false
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcs-dns/mcs-dns/internal/dnswire"
 )
 
 func vip(ns, name, ip string) *Set {
@@ -185,7 +187,7 @@ func TestIndexPTRZonedAddress(t *testing.T) {
 	b := Build(&Service{Namespace: "ns", Name: "b", Type: ClusterSetIP, IPs: ips("fe80::1")}, nil, cfg)
 	ix.Put(a.Key(), a)
 	ix.Put(b.Key(), b)
-	rev := string(reverseName(nil, netip.MustParseAddr("fe80::1")))
+	rev := string(dnswire.AppendReverse(nil, netip.MustParseAddr("fe80::1")))
 	assert.Len(t, ix.PTR(rev), 2)
 	ix.Put(a.Key(), nil)
 	ix.Put(b.Key(), nil)

@@ -69,3 +69,12 @@ type Slice struct {
 	ClusterID string
 	Endpoints []Endpoint
 }
+
+// Config is what Build needs besides the objects.
+type Config struct {
+	// Zones are the forward zones served, lower-case FQDNs. PTR targets
+	// are names in Zones[0].
+	Zones []string
+	// TTL of every record.
+	TTL uint32
+}

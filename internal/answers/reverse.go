@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcs-dns/mcs-dns/internal/dnswire"
 )
 
 // Empty non-terminals of the reverse zones. A partial reverse name such as
@@ -42,7 +43,7 @@ type reverseENTs struct {
 // name (fewer labels than an address has, below in-addr.arpa. or
 // ip6.arpa.) with an address that has PTR records below it.
 func (ix *Index) IsReverseENT(name string) bool {
-	v6, prefix, bits, ok := parseReversePrefix(name)
+	v6, prefix, bits, ok := dnswire.ParseReversePrefix(name)
 	if !ok {
 		return false
 	}
@@ -94,72 +95,4 @@ func (ix *Index) reverseSnapshot() *reverseSnapshot {
 	slices.SortFunc(n.v6, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
 	e.snap.Store(n)
 	return n
-}
-
-// parseReversePrefix parses a partial reverse name, lower case, as
-// reverseName writes its labels (decimal octets without leading zeros,
-// or single hex nibbles): the address prefix it names (as 16 bytes; the
-// first 4 for IPv4) and its length in bits. A full address (4 or 32
-// labels) or the bare in-addr.arpa./ip6.arpa. is not a partial name.
-func parseReversePrefix(name string) (v6 bool, prefix [16]byte, bits int, ok bool) {
-	if rest, found := strings.CutSuffix(name, ".in-addr.arpa."); found {
-		n := strings.Count(rest, ".") + 1
-		if n >= 4 {
-			return false, prefix, 0, false
-		}
-		for i := range n {
-			label, tail, _ := strings.Cut(rest, ".")
-			v, ok := parseOctet(label)
-			if !ok {
-				return false, prefix, 0, false
-			}
-			prefix[n-1-i] = v
-			rest = tail
-		}
-		return false, prefix, 8 * n, true
-	}
-	if rest, found := strings.CutSuffix(name, ".ip6.arpa."); found {
-		n := strings.Count(rest, ".") + 1
-		if n >= 32 {
-			return true, prefix, 0, false
-		}
-		for i := range n {
-			label, tail, _ := strings.Cut(rest, ".")
-			if len(label) != 1 {
-				return true, prefix, 0, false
-			}
-			nib := strings.IndexByte(hexDigits, label[0])
-			if nib < 0 {
-				return true, prefix, 0, false
-			}
-			k := n - 1 - i // nibble index from the top
-			if k%2 == 0 {
-				prefix[k/2] |= byte(nib) << 4
-			} else {
-				prefix[k/2] |= byte(nib)
-			}
-			rest = tail
-		}
-		return true, prefix, 4 * n, true
-	}
-	return false, prefix, 0, false
-}
-
-// parseOctet parses a decimal octet as reverseName writes it.
-func parseOctet(label string) (byte, bool) {
-	if len(label) == 0 || len(label) > 3 || len(label) > 1 && label[0] == '0' {
-		return 0, false
-	}
-	v := 0
-	for k := 0; k < len(label); k++ {
-		c := label[k]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int(c-'0')
-	}
-	if v > 255 {
-		return 0, false
-	}
-	return byte(v), true
 }

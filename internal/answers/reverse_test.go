@@ -2,44 +2,12 @@ package answers
 
 import (
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func TestParseReversePrefix(t *testing.T) {
-	for name, want := range map[string]string{
-		"10.in-addr.arpa.":        "10.0.0.0/8",
-		"96.10.in-addr.arpa.":     "10.96.0.0/16",
-		"0.96.10.in-addr.arpa.":   "10.96.0.0/24",
-		"255.0.10.in-addr.arpa.":  "10.0.255.0/24",
-		"f.ip6.arpa.":             "f000::/4",
-		"d.f.ip6.arpa.":           "fd00::/8",
-		"1.0.0.0.0.d.f.ip6.arpa.": "fd00:10::/28",
-	} {
-		v6, prefix, bits, ok := parseReversePrefix(name)
-		require.True(t, ok, name)
-		var got netip.Prefix
-		if v6 {
-			got = netip.PrefixFrom(netip.AddrFrom16(prefix), bits)
-		} else {
-			got = netip.PrefixFrom(netip.AddrFrom4([4]byte(prefix[:4])), bits)
-		}
-		assert.Equal(t, want, got.String(), name)
-	}
-	for _, name := range []string{
-		"in-addr.arpa.", "ip6.arpa.", "1.2.3.4.in-addr.arpa.", "01.10.in-addr.arpa.", "256.in-addr.arpa.",
-		"a.10.in-addr.arpa.", ".10.in-addr.arpa.", "F.ip6.arpa.", "10.f.ip6.arpa.", "g.ip6.arpa.",
-		"0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa.", // 32 nibbles: an address
-		"10.example.", "web.demo.svc.clusterset.local.",
-	} {
-		_, _, _, ok := parseReversePrefix(name)
-		assert.False(t, ok, name)
-	}
-}
 
 // TestReverseENT: a partial reverse name exists while an address below it
 // has PTR records, and stops existing once none has (after the snapshot
@@ -87,35 +55,4 @@ func TestReverseENTAllocs(t *testing.T) {
 		ix.IsReverseENT("96.10.in-addr.arpa.")
 		ix.IsReverseENT("0.0.d.f.ip6.arpa.")
 	}))
-}
-
-// FuzzParseReversePrefix: whatever parseReversePrefix accepts is the tail
-// of the reverse name of its prefix's first address, one label per 8 (or
-// 4) bits: the canonical form reverseName writes, nothing else.
-func FuzzParseReversePrefix(f *testing.F) {
-	for _, s := range []string{"96.10.in-addr.arpa.", "0.96.10.in-addr.arpa.", "d.f.ip6.arpa.", "01.10.in-addr.arpa.", "..in-addr.arpa.", "a.b.ip6.arpa."} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, name string) {
-		v6, prefix, bits, ok := parseReversePrefix(name)
-		if !ok {
-			return
-		}
-		var addr netip.Addr
-		per := 8
-		if v6 {
-			addr, per = netip.AddrFrom16(prefix), 4
-		} else {
-			addr = netip.AddrFrom4([4]byte(prefix[:4]))
-		}
-		full := string(reverseName(nil, addr))
-		suffix := ".in-addr.arpa."
-		if v6 {
-			suffix = ".ip6.arpa."
-		}
-		labels := strings.Count(strings.TrimSuffix(name, suffix), ".") + 1
-		if !strings.HasSuffix(full, "."+name) || labels*per != bits {
-			t.Fatalf("%q parsed as %v/%d; the address's reverse name is %q", name, addr, bits, full)
-		}
-	})
 }

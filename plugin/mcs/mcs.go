@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/dnswire"
 )
 
 // MCS is the plugin handler.
@@ -52,7 +53,7 @@ type zone struct {
 	addrs atomic.Pointer[nsAddrs]
 	// soaTail is the SOA record packed for negative replies written as
 	// bytes; nil when it could not be packed (they take the dns.Msg path).
-	soaTail *soaTail
+	soaTail *dnswire.SOATail
 }
 
 type nsAddrs struct{ a, aaaa, all []dns.RR }
@@ -82,7 +83,7 @@ func newMCS(cfg *config, restCfg *rest.Config) *MCS {
 		}
 		z.ns = []dns.RR{&dns.NS{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: cfg.ttl}, Ns: z.nsName}}
 		z.addrs.Store(&nsAddrs{})
-		if tail, err := newSOATail(z); err == nil {
+		if tail, err := dnswire.NewSOATail(z.soaRR(0)); err == nil {
 			z.soaTail = tail
 		}
 		p.zones = append(p.zones, z)
