@@ -547,7 +547,7 @@ func TestImportFollowsExportsAndEndpoints(t *testing.T) {
 				continue
 			}
 			assert.Equal(c, mcsv1beta1.ClusterSetIP, si.Spec.Type)
-			assert.Empty(c, si.Spec.IPs, "no VIP in this issue")
+			assert.Empty(c, si.Spec.IPs, "no VIP with --vip-mode=none (the tests' base options)")
 			assert.Equal(c, []mcsv1beta1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, si.Spec.Ports)
 			assert.Equal(c, []string{"east-1"}, clusterIDs(si), "the ClusterProperty ID, not the context name")
 			assert.Equal(c, mcsv1beta1.EndpointSliceObjectsPresent, si.Status.EndpointSliceObjects)

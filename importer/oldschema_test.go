@@ -42,8 +42,8 @@ func installCRDs(t *testing.T, c *cluster.Cluster, dir string) {
 // internalTrafficPolicy, endpointSliceObjects or import conditions, no
 // observedGeneration on export conditions, at most one import IP): the
 // importer writes what the member keeps and, once done, nothing more, not
-// even on resyncs (it used to rewrite every import and export status each
-// time: what it asked for never matched what the member stored).
+// even on resyncs (comparing what it asks for with what such a member
+// stores would otherwise never match, and rewrite every status each time).
 func TestOldSchemaMember(t *testing.T) {
 	set := cluster.Start(t, cluster.Spec{Name: "old", SkipMCSCRDs: true}, cluster.Spec{Name: "new"})
 	old, nw := set.Get("old"), set.Get("new")
