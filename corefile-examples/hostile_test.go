@@ -353,17 +353,9 @@ func blastTCP(t *testing.T, addr string, n int, k hostileKind, r *rand.Rand) hos
 
 // rssKiB reads the resident set size of process pid.
 func rssKiB(t *testing.T, pid int) int {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	rss, _, err := procs.RSS(pid)
 	require.NoError(t, err)
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-			require.NoError(t, err)
-			return kb
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
+	return int(rss / 1024)
 }
 
 // maxHostileLogLines bounds what a server may log for the whole matrix

@@ -219,7 +219,7 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 	}
 	res.SteadyWritesPerSec = float64(res.SteadyWrites) / res.SteadySeconds
 	res.WritesCounted = "apiserver_request_total POST/PUT/PATCH/DELETE on all 3 API servers, leases excluded"
-	if rss, hwm, err := RSS(imp.Cmd.Process.Pid); err == nil {
+	if rss, hwm, err := procs.RSS(imp.Cmd.Process.Pid); err == nil {
 		res.RSS, res.HWM = rss, hwm
 	}
 	var bd []string

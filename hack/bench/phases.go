@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcs-dns/mcs-dns/test/procs"
 )
 
 // servePhase starts a, b and c on the 1x fixture, checks their answers,
@@ -166,7 +168,7 @@ func (b *Bench) servePhase(ctx context.Context, loader *Loader, s Sizes) error {
 	}
 	// RSS of the servers after the load, for the record.
 	for id, srv := range servers {
-		if rss, hwm, err := RSS(srv.Proc.Cmd.Process.Pid); err == nil {
+		if rss, hwm, err := procs.RSS(srv.Proc.Cmd.Process.Pid); err == nil {
 			res.RSSAfterLoad[id] = [2]int64{rss, hwm}
 		}
 	}
@@ -291,7 +293,7 @@ func (b *Bench) startupPhase(ctx context.Context, size string, s Sizes) {
 				continue
 			}
 			_ = waitCtx(ctx, o.Settle)
-			rss, hwm, err := RSS(srv.Proc.Cmd.Process.Pid)
+			rss, hwm, err := procs.RSS(srv.Proc.Cmd.Process.Pid)
 			if r == 1 && id != "c" && o.Profile {
 				// What the RSS is made of: a heap profile and the Go
 				// runtime's memory statistics, once per size.

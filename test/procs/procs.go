@@ -382,3 +382,28 @@ func AnswerEventually(t testing.TB, timeout time.Duration, addr func(network str
 
 // Addr is AnswerEventually's addr for one server answering both networks.
 func Addr(a string) func(string) string { return func(string) string { return a } }
+
+// RSS returns VmRSS and VmHWM of pid in bytes.
+func RSS(pid int) (rss, hwm int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = v * 1024
+		case "VmHWM:":
+			hwm = v * 1024
+		}
+	}
+	if rss == 0 {
+		return 0, 0, errors.New("no VmRSS")
+	}
+	return rss, hwm, nil
+}

@@ -597,19 +597,11 @@ func watchUsage(t *testing.T, pid int, metricsAddr string, stop <-chan struct{})
 }
 
 func rss(pid int) int {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	b, _, err := procs.RSS(pid)
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			n, _ := strconv.Atoi(strings.Fields(rest)[0])
-			return n
-		}
-	}
-	return 0
+	return int(b / 1024)
 }
 
 func goroutines(addr string) int {
