@@ -64,7 +64,7 @@ bench: tools apt build ## mcs vs CoreDNS's in-tree multicluster vs whoami (dnspe
 	@mkdir -p .bench/bin
 	$(GO) build -o .bench/bin/bench ./hack/bench
 	@$(RECORD_RUN)
-	.bench/bin/bench -out .bench -go-bench ./plugin/... $(BENCH_FLAGS)
+	.bench/bin/bench -out .bench -doc BENCHMARKS.md -go-bench ./plugin/... $(BENCH_FLAGS)
 
 FUZZTIME ?= 60s
 

@@ -31,6 +31,9 @@ import (
 
 // Options are the flags; every size is one.
 type Options struct {
+	// Doc, when set, is a Markdown file whose "## Latest results"
+	// section (to the end of the file) is replaced by this run's table.
+	Doc            string
 	Sizes          Sizes
 	Scale          int
 	Rounds         int
@@ -92,6 +95,7 @@ func main() {
 	flag.IntVar(&o.MixLines, "mix-lines", 20000, "lines of the mixed query file")
 	flag.IntVar(&o.Updates, "updates", 100, "EndpointSlice updates for the programming latency")
 	flag.StringVar(&o.Out, "out", ".bench", "output folder (results, logs, profiles)")
+	flag.StringVar(&o.Doc, "doc", "", "a Markdown file (BENCHMARKS.md) whose \"## Latest results\" section, to the end of the file, this run's table replaces")
 	flag.StringVar(&o.CoreDNS, "coredns", "bin/coredns", "our CoreDNS binary")
 	flag.StringVar(&o.Importer, "importer", "bin/mcs-importer", "the mcs-importer binary (the importer part is skipped if missing)")
 	flag.StringVar(&o.DNSPerfArgs, "dnsperf-args", "-c 2 -q 200", "extra dnsperf arguments")

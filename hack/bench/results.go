@@ -244,9 +244,48 @@ func (b *Bench) finish() int {
 	if j, err := json.MarshalIndent(r, "", "  "); err == nil {
 		_ = os.WriteFile(filepath.Join(b.Out, "results.json"), j, 0o644)
 	}
+	if b.Opt.Doc != "" {
+		if err := updateDoc(b.Opt.Doc, md); err != nil {
+			logf("not updating %s: %v", b.Opt.Doc, err)
+		} else {
+			logf("updated the latest results in %s", b.Opt.Doc)
+		}
+	}
 	stamp := r.Started.UTC().Format("20060102T150405Z")
 	_ = os.MkdirAll(filepath.Join(b.Out, "history"), 0o755)
 	_ = os.WriteFile(filepath.Join(b.Out, "history", stamp+".md"), []byte(md), 0o644)
 	logf("wrote %s and %s (%.0f s in all)", filepath.Join(b.Out, "results.md"), filepath.Join(b.Out, "results.json"), r.Seconds)
 	return 0
+}
+
+// latestResults heads the section of the benchmarks document that holds
+// the latest run's table.
+const latestResults = "## Latest results"
+
+// updateDoc replaces the "## Latest results" section of the Markdown file
+// path, which runs to the end of the file, with md (its title dropped and
+// its headings one level down), so that the document always shows one
+// run's numbers as the bench wrote them.
+func updateDoc(path, md string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	doc := string(raw)
+	i := strings.Index(doc, "\n"+latestResults+"\n")
+	if i < 0 {
+		return fmt.Errorf("no %q section", latestResults)
+	}
+	var body strings.Builder
+	for n, line := range strings.Split(strings.TrimRight(md, "\n"), "\n") {
+		if n == 0 && strings.HasPrefix(line, "# ") {
+			continue // the table's own title
+		}
+		if strings.HasPrefix(line, "#") {
+			line = "#" + line
+		}
+		body.WriteString(line + "\n")
+	}
+	out := doc[:i+1] + latestResults + "\n\nWritten by `make bench`: the run's `.bench/results.md`, unedited.\n" + body.String()
+	return os.WriteFile(path, []byte(out), 0o644)
 }
