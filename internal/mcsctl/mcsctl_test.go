@@ -398,11 +398,17 @@ func TestKubectlMCS(t *testing.T) {
 		web := service(b.status(t), "web")
 		assert.Contains(t, web.Problems, "stale in west: 2 ready endpoints from east (east has 3)")
 		assert.Contains(t, web.Problems, "stale in north: 2 ready endpoints from east (east has 3)")
+		// An import gone from one member.
+		require.NoError(t, west.MCS.MulticlusterV1beta1().ServiceImports(ns).Delete(context.Background(), "web", metav1.DeleteOptions{}))
+		web = service(b.status(t), "web")
+		assert.Contains(t, web.Problems, "missing import in west")
+		assert.False(t, view(web, "west").Import)
 		b.startImporter()
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			web := service(b.status(c), "web")
 			assert.Empty(c, web.Problems)
 			assert.Equal(c, map[string]int{"east": 3, "west": 1}, view(web, "north").Endpoints)
+			assert.True(c, view(web, "west").Import)
 		}, 60*time.Second, 500*time.Millisecond)
 	})
 
@@ -418,6 +424,9 @@ func TestKubectlMCS(t *testing.T) {
 		assert.Equal(t, "unreachable", view(db, "north").Error)
 		assert.True(t, view(db, "west").Import, "the other members still show")
 		assert.Contains(t, db.Problems, "north: unreachable")
+		code, out, errOut = kubectl("status", "db", "--kubeconfig", set.Kubeconfig, "--contexts", members, "--request-timeout", "2s")
+		require.Equal(t, 0, code, errOut)
+		assert.Regexp(t, `shop/db +Headless +east:ok +headless eps:\S+ +headless eps:\S+ +!! unreachable +!! north: unreachable\n`, out)
 		// Past the importer's grace period north's endpoints are
 		// withdrawn: explain says so, and CoreDNS agrees.
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
