@@ -35,10 +35,11 @@ apt: ## apt-install dig/nslookup (bind9-dnsutils) and dnsperf if missing (the de
 	@hack/apt.sh
 
 .PHONY: build
-build: ## Build our CoreDNS (with the mcs plugin) and mcs-importer into bin/
+build: ## Build our CoreDNS (with the mcs plugin), mcs-importer and the kubectl plugin kubectl-mcs into bin/
 	@mkdir -p bin
 	$(GO) build -o bin/coredns ./cmd/coredns
 	$(GO) build -o bin/mcs-importer ./cmd/mcs-importer
+	$(GO) build -o bin/kubectl-mcs ./cmd/kubectl-mcs
 
 .PHONY: vet
 vet: ## go vet every package

@@ -1,0 +1,35 @@
+// Command kubectl-mcs is the kubectl plugin `kubectl mcs`: the state of a
+// Multi-Cluster Services clusterset served by mcs-importer and the mcs
+// CoreDNS plugin, read from every member cluster. Install it with
+//
+//	go install github.com/mcs-dns/mcs-dns/cmd/kubectl-mcs@latest
+//
+// and kubectl finds it on $PATH as `kubectl mcs`:
+//
+//	kubectl mcs status [SERVICE] [--kubeconfig F] [--contexts a,b,c] [-n NS] [-o table|json|yaml]
+//	kubectl mcs explain NAME [TYPE] --in CONTEXT [--dns ADDR] [--endpointslice-managers M,...]
+//
+// status shows, per exported service, each export's conditions, each
+// member's ServiceImport and the ready endpoints it mirrors per source
+// cluster, and what is wrong (missing import, stale endpoints, conflict,
+// invalid export, member unreachable). explain shows the objects that
+// decide one clusterset.local name's answer in one member, the answer the
+// plugin's own code computes from them, why it is empty, and with --dns
+// whether that member's CoreDNS agrees. The logic is internal/mcsctl.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsctl"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := mcsctl.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
