@@ -245,20 +245,16 @@ func readObjects(ctx context.Context, o *Options, m *member, ns string) (map[str
 	return out, nil
 }
 
-// untrusted is the plugin's trust rule for slices (plugin/mcs
-// transform.go, endpointslice_managers): with no managers listed, a slice
-// without a manager or managed by the Kubernetes endpointslice controller
-// is not served; with managers listed, only theirs are. It says why a
-// slice is not served, "" when it is.
+// untrusted says why a slice managed by manager is not served under the
+// trusted managers ("" when it is): the plugin's rule (compact.Untrusted),
+// in words.
 func untrusted(managers []string, manager string) string {
-	switch {
-	case manager == "":
+	switch compact.Untrusted(managers, manager) {
+	case compact.UntrustedNoManager:
 		return "no " + discoveryv1.LabelManagedBy + " label (not a trusted manager; see endpointslice_managers)"
-	case managers != nil && slices.Contains(managers, manager):
-		return ""
-	case managers != nil:
+	case compact.UntrustedManagerNotListed:
 		return fmt.Sprintf("managed by %q, not one of endpointslice_managers %v", manager, managers)
-	case manager == "endpointslice-controller.k8s.io":
+	case compact.UntrustedKubeController:
 		return "managed by the Kubernetes endpointslice controller (a cluster's own Service, never clusterset)"
 	}
 	return ""

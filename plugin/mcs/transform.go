@@ -7,7 +7,6 @@ package mcs
 
 import (
 	"errors"
-	"slices"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -78,7 +77,7 @@ func (c *controller) transformTrustedSlice(obj any) (any, error) {
 	if err != nil || !ok || !isSlice || s.Err != nil {
 		return out, err
 	}
-	if reason := untrusted(c.managers, es.Labels[discoveryv1.LabelManagedBy]); reason != "" {
+	if reason := compact.Untrusted(c.managers, es.Labels[discoveryv1.LabelManagedBy]); reason != "" {
 		ignoredObjects.WithLabelValues(reason).Inc()
 		log.Warningf("ignoring EndpointSlice %s/%s: managed-by %q is not a trusted manager (%s; see endpointslice_managers)",
 			es.Namespace, es.Name, es.Labels[discoveryv1.LabelManagedBy], reason)
@@ -88,29 +87,3 @@ func (c *controller) transformTrustedSlice(obj any) (any, error) {
 }
 
 var errUntrusted = errors.New("not from a trusted endpointslice manager")
-
-// The reasons a slice is not trusted (coredns_mcs_ignored_objects_total).
-const (
-	reasonNoManager          = "no_manager"
-	reasonKubeController     = "kubernetes_endpointslice_controller"
-	reasonUntrustedManager   = "untrusted_manager"
-	kubeEndpointSliceManager = "endpointslice-controller.k8s.io"
-)
-
-// untrusted says why a slice managed by manager is not served under the
-// trusted managers ("" when it is): none, the Kubernetes endpointslice
-// controller's (it publishes a cluster's own Services, never clusterset
-// ones), or, when managers are listed, one not listed.
-func untrusted(managers []string, manager string) string {
-	switch {
-	case manager == "":
-		return reasonNoManager
-	case managers != nil && slices.Contains(managers, manager):
-		return ""
-	case managers != nil:
-		return reasonUntrustedManager
-	case manager == kubeEndpointSliceManager:
-		return reasonKubeController
-	}
-	return ""
-}

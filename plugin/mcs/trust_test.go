@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/internal/compact"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 )
@@ -24,16 +25,16 @@ func TestUntrusted(t *testing.T) {
 		manager  string
 		want     string
 	}{
-		{nil, "", reasonNoManager},
-		{nil, kubeEndpointSliceManager, reasonKubeController},
+		{nil, "", compact.UntrustedNoManager},
+		{nil, compact.KubeEndpointSliceManager, compact.UntrustedKubeController},
 		{nil, mcsapi.ManagedByImporter, ""},
 		{nil, "other-importer.example", ""},
 		{[]string{mcsapi.ManagedByImporter}, mcsapi.ManagedByImporter, ""},
-		{[]string{mcsapi.ManagedByImporter}, "other-importer.example", reasonUntrustedManager},
-		{[]string{mcsapi.ManagedByImporter}, "", reasonNoManager},
-		{[]string{mcsapi.ManagedByImporter}, kubeEndpointSliceManager, reasonUntrustedManager},
+		{[]string{mcsapi.ManagedByImporter}, "other-importer.example", compact.UntrustedManagerNotListed},
+		{[]string{mcsapi.ManagedByImporter}, "", compact.UntrustedNoManager},
+		{[]string{mcsapi.ManagedByImporter}, compact.KubeEndpointSliceManager, compact.UntrustedManagerNotListed},
 	} {
-		assert.Equal(t, tc.want, untrusted(tc.managers, tc.manager), "%v %q", tc.managers, tc.manager)
+		assert.Equal(t, tc.want, compact.Untrusted(tc.managers, tc.manager), "%v %q", tc.managers, tc.manager)
 	}
 }
 
@@ -61,12 +62,12 @@ func TestForgedSlices(t *testing.T) {
 		require.NoError(t, err)
 	}
 	before := map[string]float64{}
-	for _, r := range []string{reasonNoManager, reasonKubeController, reasonUntrustedManager} {
+	for _, r := range []string{compact.UntrustedNoManager, compact.UntrustedKubeController, compact.UntrustedManagerNotListed} {
 		before[r] = testutil.ToFloat64(ignoredObjects.WithLabelValues(r))
 	}
 	mk("db-real", mcsapi.ManagedByImporter, "east", "db-0", "10.50.0.1")
 	mk("db-none", "", "east", "db-9", "6.6.6.6")
-	mk("db-kube", kubeEndpointSliceManager, "evil", "db-8", "6.6.6.7")
+	mk("db-kube", compact.KubeEndpointSliceManager, "evil", "db-8", "6.6.6.7")
 	mk("db-other", "other-importer.example", "other", "db-7", "10.50.0.7")
 
 	stanza := func(extra string) string {
@@ -102,7 +103,7 @@ func TestForgedSlices(t *testing.T) {
 	lax.eventually(t, "db-7.other.db.trust.svc.clusterset.local", dns.TypeA, answer("db-7.other.db.trust.svc.clusterset.local. A 10.50.0.7"))
 
 	// Counted (each stanza's controller saw them).
-	for r, min := range map[string]float64{reasonNoManager: 2, reasonKubeController: 1, reasonUntrustedManager: 2} {
+	for r, min := range map[string]float64{compact.UntrustedNoManager: 2, compact.UntrustedKubeController: 1, compact.UntrustedManagerNotListed: 2} {
 		assert.GreaterOrEqual(t, testutil.ToFloat64(ignoredObjects.WithLabelValues(r))-before[r], min, r)
 	}
 }
