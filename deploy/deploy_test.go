@@ -16,12 +16,17 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
@@ -97,6 +102,8 @@ func TestManifestsApply(t *testing.T) {
 	require.Equal(t, 2, kinds["Deployment"])
 	require.Equal(t, 1, kinds["ConfigMap"])
 	require.Equal(t, 1, kinds["Secret"])
+	require.Equal(t, 2, kinds["PodDisruptionBudget"])
+	checkDisruption(t, objs)
 
 	set := cluster.Start(t, cluster.Spec{Name: "member"})
 	c := set.Clusters[0]
@@ -119,6 +126,52 @@ func TestManifestsApply(t *testing.T) {
 			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
 			require.Contains(t, data["Corefile"], "mcs clusterset.local")
 		}
+	}
+}
+
+// checkDisruption checks that every Deployment runs more than one replica,
+// has a PodDisruptionBudget that selects its pods and lets a drain evict
+// no more than one of them, and spreads its pods over nodes and zones.
+func checkDisruption(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var deployments []appsv1.Deployment
+	var pdbs []policyv1.PodDisruptionBudget
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment":
+			var d appsv1.Deployment
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d))
+			deployments = append(deployments, d)
+		case "PodDisruptionBudget":
+			var p policyv1.PodDisruptionBudget
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &p))
+			pdbs = append(pdbs, p)
+		}
+	}
+	for _, d := range deployments {
+		pods := labels.Set(d.Spec.Template.Labels)
+		require.Greater(t, ptr.Deref(d.Spec.Replicas, 1), int32(1), "Deployment %s: one replica cannot survive a drain", d.Name)
+		var covering []string
+		for _, p := range pdbs {
+			sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+			require.NoError(t, err)
+			if !sel.Empty() && sel.Matches(pods) {
+				covering = append(covering, p.Name)
+				require.Nil(t, p.Spec.MinAvailable, "PodDisruptionBudget %s", p.Name)
+				require.Equal(t, intstr.FromInt32(1), ptr.Deref(p.Spec.MaxUnavailable, intstr.IntOrString{}), "PodDisruptionBudget %s", p.Name)
+			}
+		}
+		require.Len(t, covering, 1, "Deployment %s: PodDisruptionBudgets selecting its pods", d.Name)
+
+		spread := map[string]bool{}
+		for _, c := range d.Spec.Template.Spec.TopologySpreadConstraints {
+			sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+			require.NoError(t, err)
+			require.True(t, !sel.Empty() && sel.Matches(pods), "Deployment %s: spread over %s counts other pods", d.Name, c.TopologyKey)
+			require.Equal(t, corev1.ScheduleAnyway, c.WhenUnsatisfiable, "Deployment %s: a replica must never stay pending for spreading", d.Name)
+			spread[c.TopologyKey] = true
+		}
+		require.Equal(t, map[string]bool{corev1.LabelHostname: true, corev1.LabelTopologyZone: true}, spread, "Deployment %s", d.Name)
 	}
 }
 

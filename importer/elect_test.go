@@ -33,11 +33,14 @@ func world(t *testing.T, c *cluster.Cluster, ns string) (imports, derived, slice
 }
 
 // startReplicas starts two importers with args and waits until one leads.
-func startReplicas(t *testing.T, bin string, args []string) (leader, follower *procs.Process) {
+func startReplicas(t *testing.T, args []string) (leader, follower *importerProc) {
 	t.Helper()
-	a := procs.Start(t, "importer-a", bin, args...)
-	b := procs.Start(t, "importer-b", bin, args...)
-	return whoLeads(t, a, b)
+	a := startImporterProc(t, "importer-a", args...)
+	b := startImporterProc(t, "importer-b", args...)
+	if l, _ := whoLeads(t, a.Process, b.Process); l == b.Process {
+		return b, a
+	}
+	return a, b
 }
 
 // whoLeads waits until one of two replicas leads.
@@ -59,16 +62,20 @@ func whoLeads(t *testing.T, a, b *procs.Process) (leader, follower *procs.Proces
 // SIGKILL, the other takes over within the lease duration, with no
 // duplicate objects and no VIP change.
 func TestLeaderElection(t *testing.T) {
-	bin := procs.ImporterBinary(t)
 	set := cluster.Start(t, cluster.Names("east", "west")...)
 	east, west := set.Clusters[0], set.Clusters[1]
 	mkNamespace(t, "shop", east, west)
 	const lease = 4 * time.Second
-	args := []string{"--kubeconfig", set.Kubeconfig, "--contexts", "east,west", "--metrics-addr", "127.0.0.1:0",
+	args := []string{"--kubeconfig", set.Kubeconfig, "--contexts", "east,west",
 		"--leader-elect", "--leader-elect-context", "west",
 		"--leader-elect-lease-duration", lease.String(), "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
 
-	leader, follower := startReplicas(t, bin, args)
+	leader, follower := startReplicas(t, args)
+	// mcs_importer_leader says which replica works.
+	require.Eventually(t, func() bool {
+		standby, ok := follower.metrics("mcs_importer_leader")[""]
+		return leader.metrics("mcs_importer_leader")[""] == 1 && ok && standby == 0
+	}, waitFor, tick)
 
 	exportService(t, east, "shop", "web")
 	require.Eventually(t, func() bool {
@@ -84,6 +91,7 @@ func TestLeaderElection(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(follower.Output(), "msg=leading") }, 3*lease, 100*time.Millisecond,
 		"the standby did not take over:\n%s", follower.Output())
 	t.Logf("takeover %s after SIGKILL (lease %s)", time.Since(killed).Round(10*time.Millisecond), lease)
+	require.Eventually(t, func() bool { return follower.metrics("mcs_importer_leader")[""] == 1 }, waitFor, tick)
 
 	exportService(t, east, "shop", "api")
 	require.Eventually(t, func() bool {

@@ -398,6 +398,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	work := func(ctx context.Context) error {
+		ctrl.Metrics().Leader.Set(1)
+		defer ctrl.Metrics().Leader.Set(0)
 		var wwg sync.WaitGroup
 		defer wwg.Wait()
 		wwg.Go(func() { set.Run(ctx) })

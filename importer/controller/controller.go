@@ -121,6 +121,9 @@ type Controller struct {
 	// we do not manage held when last tried.
 	heldNames lockedSet
 
+	// conflicted: keys whose exports conflicted when last reconciled.
+	conflicted lockedSet
+
 	// passes: which keys are busy, the items parked behind them, and
 	// which full passes are owed since when.
 	passes *keyPasses
@@ -170,7 +173,7 @@ func New(o Options) *Controller {
 	}
 	c.metrics = newMetrics(reg, func() float64 { return float64(c.queue.Len()) }, func() float64 {
 		return float64(c.passes.owed())
-	})
+	}, func() float64 { return float64(c.conflicted.Len()) })
 	c.stateLabel = map[string]string{}
 	for _, st := range c.set.Statuses() {
 		c.setMemberState(st.Context, st.Cluster, st.State)
@@ -211,6 +214,12 @@ func (s *lockedSet) Keys() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Collect(maps.Keys(s.m))
+}
+
+func (s *lockedSet) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
 }
 
 func (s *lockedSet) Delete(k string) {
@@ -552,6 +561,11 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		exportViews = append(exportViews, v)
 	}
 	res := aggregate.Compute(in)
+	if len(res.Conflicts) > 0 {
+		c.conflicted.Insert(k)
+	} else {
+		c.conflicted.Delete(k)
+	}
 
 	// Import side.
 	var errs []error

@@ -23,9 +23,12 @@ type Metrics struct {
 	MemberState *prometheus.GaugeVec
 	// Withdrawals counts members withdrawn after the grace period.
 	Withdrawals *prometheus.CounterVec
+	// Leader is 1 while this process does the work (it holds the leader
+	// Lease, or runs without leader election), 0 while it stands by.
+	Leader prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed func() float64) *Metrics {
+func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed, conflicts func() float64) *Metrics {
 	m := &Metrics{
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "mcs_importer", Name: "reconciles_total",
@@ -52,8 +55,12 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed func() float
 			Namespace: "mcs_importer", Name: "member_withdrawals_total",
 			Help: "Member clusters withdrawn (their exports no longer imported) after the grace period, by cluster.",
 		}, []string{"cluster"}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "mcs_importer", Name: "leader",
+			Help: "1 while this process does the work (holds the leader Lease, or runs without leader election), 0 while it stands by.",
+		}),
 	}
-	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.Errors, m.MemberState, m.Withdrawals,
+	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.Errors, m.MemberState, m.Withdrawals, m.Leader,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "queue_depth",
 			Help: "Passes (serve and full) ready to run in the work queue.",
@@ -61,6 +68,10 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed func() float
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "statuses_owed",
 			Help: "Keys whose serve pass wrote their answers and whose full pass (statuses) has not run since.",
-		}, statusesOwed))
+		}, statusesOwed),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "mcs_importer", Name: "conflicts",
+			Help: "Exported namespace/names whose exports conflict (a Conflict condition is True on them), as of their last reconcile.",
+		}, conflicts))
 	return m
 }

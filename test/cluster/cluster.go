@@ -60,7 +60,8 @@ type Spec struct {
 	IPv4Only bool
 	// ControlPlane also runs kube-controller-manager (Deployments,
 	// ReplicaSets, StatefulSets, EndpointSlices, namespaces, garbage
-	// collection, service accounts and their tokens) and kwok, which runs
+	// collection, service accounts and their tokens, aggregated
+	// ClusterRoles) and kwok, which runs
 	// one simulated Node (NodeName) that every Pod is bound to: Pods reach
 	// Running with pod IPs from PodCIDR and readiness, without containers.
 	// Without it there are no controllers: tests write EndpointSlices by

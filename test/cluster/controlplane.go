@@ -42,10 +42,12 @@ type controlPlane struct {
 }
 
 // controllers are the kube-controller-manager controllers a member needs
-// for Deployments, StatefulSets and Services to behave as in a real cluster.
+// for Deployments, StatefulSets and Services to behave as in a real cluster,
+// and for aggregated ClusterRoles to reach the built-in admin/edit/view.
 var controllers = []string{
 	"deployment", "replicaset", "statefulset", "endpointslice", "endpointslicemirroring",
 	"namespace", "garbagecollector", "serviceaccount", "serviceaccount-token",
+	"clusterrole-aggregation",
 }
 
 // startControlPlane starts kube-controller-manager and kwok for c, creates
