@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"net"
 
 	"bufio"
 	"encoding/hex"
@@ -17,6 +18,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcs-dns/mcs-dns/internal/answers"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/locality-none.golden from the current code")
@@ -91,13 +94,38 @@ func goldenReply(t *testing.T, p *MCS, q string) []byte {
 func TestGoldenLocalityNone(t *testing.T) {
 	p := newTestMCS(t)
 	if *updateGolden {
+		goldenWrite(t, p)
+		return
+	}
+	t.Run("no options", func(t *testing.T) { goldenCompare(t, p) })
+	t.Run("locality none with a cluster ID", func(t *testing.T) {
+		// east is the source cluster of most of the fixture.
+		goldenCompare(t, shapedTestMCS(t, &answers.Shaping{ClusterID: "east", Locality: answers.LocalityNone}))
+	})
+}
+
+// shapedTestMCS is newTestMCS with answers shaped by sh.
+func shapedTestMCS(t testing.TB, sh *answers.Shaping) *MCS {
+	p := newMCS(&config{zones: []string{"clusterset.local.", "in-addr.arpa.", "ip6.arpa."}, ttl: 5}, nil)
+	p.setNSAddrs([]net.IP{net.ParseIP("192.0.2.53"), net.ParseIP("2001:db8::53")})
+	acfg := answers.Config{Zones: p.cfg.forwardZones(), TTL: 5, Shaping: sh}
+	for _, f := range fixture() {
+		p.index.Put(f.svc.Key(), answers.Build(f.svc, f.slices, acfg))
+	}
+	return p
+}
+
+func goldenWrite(t *testing.T, p *MCS) {
+	{
 		var b strings.Builder
 		for _, q := range goldenQueries() {
 			fmt.Fprintf(&b, "%s %s\n", q, hex.EncodeToString(goldenReply(t, p, q)))
 		}
 		require.NoError(t, os.WriteFile(goldenFile, []byte(b.String()), 0o644))
-		return
 	}
+}
+
+func goldenCompare(t *testing.T, p *MCS) {
 	f, err := os.Open(goldenFile)
 	require.NoError(t, err)
 	defer f.Close()

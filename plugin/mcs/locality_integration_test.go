@@ -127,6 +127,7 @@ func TestLocalityIntegration(t *testing.T) {
         kubeconfig %s east
         locality local-first
         rotate
+        max_answers 20
     }
 }`, set.Kubeconfig))
 	west := startCoreDNS(t, fmt.Sprintf(`.:0 {
@@ -135,7 +136,31 @@ func TestLocalityIntegration(t *testing.T) {
         cluster_id west
     }
 }`, set.Kubeconfig))
+	// none: as without shaping, but at most 4 endpoints.
+	none := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    mcs {
+        kubeconfig %s west
+        cluster_id west
+        locality none
+        max_answers 4
+    }
+}`, set.Kubeconfig))
 	e, w := "east", "west"
+
+	t.Run("locality none and max_answers", func(t *testing.T) {
+		none.eventually(t, "close.loc.svc.clusterset.local", dns.TypeA, order(e, e, e, w))
+		none.eventually(t, "_pg._tcp.close.loc.svc.clusterset.local", dns.TypeSRV, func(r *dns.Msg) error {
+			if err := order(e, e, e, w)(r); err != nil {
+				return err
+			}
+			for _, rr := range r.Answer {
+				if rr.(*dns.SRV).Priority != 0 {
+					return fmt.Errorf("priority of %v", rr)
+				}
+			}
+			return nil
+		})
+	})
 
 	t.Run("local-first A and SRV priorities", func(t *testing.T) {
 		for _, name := range []string{"close", "plain"} {
