@@ -168,7 +168,9 @@ type addrUnit struct {
 // a name (an address belongs to the first whose PTR target it is), each
 // address of an endpoint without one a unit of its own, in the order of
 // their first address in n.addrs: the A answer lists the addresses in
-// the order of Records.
+// the order of Records. Each ring has the units with addresses of its
+// family; one with both families fits only as many units as fit in both
+// answers (Pair), so that A and AAAA name the same endpoints.
 func (s *Set) addrRings(n *Node, qname string) (a, aaaa *dnswire.Ring) {
 	var units []addrUnit
 	byNode := make(map[*Node]int)
@@ -210,6 +212,9 @@ func (s *Set) addrRings(n *Node, qname string) (a, aaaa *dnswire.Ring) {
 				if v6 {
 					own, other = other, own
 					ownLen, otherLen = otherLen, ownLen
+				}
+				if len(own) == 0 {
+					continue // not an endpoint of this answer
 				}
 				for _, j := range own {
 					ip := n.addrs[j]
