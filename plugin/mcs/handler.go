@@ -205,13 +205,23 @@ func shapedRecords(w dns.ResponseWriter, r *dns.Msg, qname string, set *answers.
 		return node.Records(qtype)
 	}
 	// The query's own type: an ANY query takes the plain records.
+	state := request.Request{W: w, Req: r}
+	size := state.Size()
+	if r.IsEdns0() != nil {
+		size -= 11 // the OPT record SizeAndDo adds
+	}
+	_, plain := set.Shapes(zone, node, qtype)
+	if tmpl := node.Packed(qname, qtype); plain && tmpl != nil {
+		if answerOnly := tmpl.Short; answerOnly != nil && len(answerOnly) <= size || len(tmpl.Full) <= size {
+			return node.Records(qtype) // it fits: no ring needed
+		}
+	}
 	ring := set.Ring(zone, node, qname, qtype)
 	if ring == nil {
 		return node.Records(qtype)
 	}
-	state := request.Request{W: w, Req: r}
 	k, off, withExtra := ring.Choose(state.Size(), r.IsEdns0() != nil)
-	if _, plain := set.Shapes(zone, node, qtype); plain && k == ring.Units() {
+	if plain && k == ring.Units() {
 		// All of it fits: the records as before (write drops the
 		// additional section when only that does not fit).
 		return node.Records(qtype)
