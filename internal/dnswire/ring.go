@@ -35,7 +35,11 @@ type Ring struct {
 	max     int
 	rotate  bool
 	extraN  int
-	next    atomic.Uint32
+	// unitLen and pairLen, when unitLen is not 0, are the octets of every
+	// unit in the answer and in the paired one (the usual case: one
+	// address per endpoint): Choose divides instead of searching.
+	unitLen, pairLen int
+	next             atomic.Uint32
 }
 
 // RingGroup is one group of units: Recs holds their answer records in
@@ -100,7 +104,30 @@ func NewRing(qname string, qtype uint16, groups []RingGroup, o RingOptions) *Rin
 	if g.max <= 0 || g.max > g.units {
 		g.max = g.units
 	}
+	g.unitLen, g.pairLen = uniform(g.groups)
 	return g
+}
+
+// uniform returns the octets every unit of groups has in the answer and
+// in the paired one (0 when there is no pair), or 0, 0 when they differ.
+func uniform(groups []RingGroup) (unit, pair int) {
+	unit, pair = -1, -1
+	for i := range groups {
+		gr := &groups[i]
+		for j := 1; j < len(gr.Ends); j++ {
+			u, p := int(gr.Ends[j]-gr.Ends[j-1]), 0
+			if gr.Pair != nil {
+				p = int(gr.Pair[j] - gr.Pair[j-1])
+			}
+			if unit < 0 {
+				unit, pair = u, p
+			}
+			if u != unit || p != pair || u == 0 {
+				return 0, 0
+			}
+		}
+	}
+	return max(unit, 0), max(pair, 0)
 }
 
 // Units is the number of units of the ring.
@@ -145,6 +172,18 @@ func (g *Ring) Choose(limit int, opt bool) (k int, off [2]int, extra bool) {
 			off[i] = int(c % uint32(g.groups[i].n())) // #nosec G115 -- a group has fewer than 2^32 units
 		}
 	}
+	if g.unitLen > 0 {
+		k = g.max
+		if room < 0 {
+			k = 0
+		} else {
+			k = min(k, room/g.unitLen)
+			if g.pairLen > 0 {
+				k = min(k, room/g.pairLen)
+			}
+		}
+		return k, off, g.withExtra(k, room, &off)
+	}
 	fits := func(k int) bool {
 		a, p := g.size(k, &off)
 		return a <= room && p <= room
@@ -164,16 +203,22 @@ func (g *Ring) Choose(limit int, opt bool) (k int, off [2]int, extra bool) {
 		}
 		k = lo
 	}
-	if k == g.units && g.extraN > 0 {
-		a, _ := g.size(k, &off)
-		x := 0
-		for i := range g.groups {
-			gr := &g.groups[i]
-			x += int(gr.ExtraEnds[gr.n()])
-		}
-		extra = a+x <= room
+	return k, off, g.withExtra(k, room, &off)
+}
+
+// withExtra reports whether a reply of k units at offsets off carries
+// the additional section: only with every unit, when it fits as well.
+func (g *Ring) withExtra(k, room int, off *[2]int) bool {
+	if k != g.units || g.extraN == 0 {
+		return false
 	}
-	return k, off, extra
+	a, _ := g.size(k, off)
+	x := 0
+	for i := range g.groups {
+		gr := &g.groups[i]
+		x += int(gr.ExtraEnds[gr.n()])
+	}
+	return a+x <= room
 }
 
 // AppendReply appends the reply to r to dst: k units at offsets off (see
