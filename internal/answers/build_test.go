@@ -431,7 +431,7 @@ func TestUnpackableRemembered(t *testing.T) {
 	owner := strings.Repeat("a", 64) + ".example." // a label over 63 octets
 	n := &Node{owner: owner, addrs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}, v4: 1, ttl: 5}
 	assert.Nil(t, n.Packed(owner, dns.TypeA))
-	assert.Same(t, unpackable, n.packed.Load()[0], "remembered")
+	assert.Same(t, unpackable, n.packed.Load().tmpl[0], "remembered")
 	assert.Nil(t, n.Packed(owner, dns.TypeA))
 }
 

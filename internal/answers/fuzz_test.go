@@ -103,6 +103,14 @@ func FuzzBuild(f *testing.F) {
 		in := &fuzzInput{b: data}
 		svc, slices := in.service()
 		cfg := Config{Zones: []string{"clusterset.local.", "example."}, TTL: 5}
+		if len(data) > 0 && data[0]&1 == 1 {
+			// Shaped: local-first for the first slice's cluster, rotated.
+			sh := &Shaping{Locality: LocalityLocalFirst, Rotate: true, MaxAnswers: int(data[len(data)-1])}
+			if len(slices) > 0 {
+				sh.ClusterID = slices[0].ClusterID
+			}
+			cfg.Shaping = sh
+		}
 		s := Build(svc, slices, cfg)
 		if s == nil {
 			return
@@ -134,6 +142,7 @@ func FuzzBuild(f *testing.F) {
 				}
 				for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeTXT} {
 					ans, extra := n.Records(qtype)
+					checkRing(t, s, z, n, qtype, ans)
 					m := new(dns.Msg)
 					m.SetQuestion("svc.demo.svc."+zone, qtype)
 					m.Answer, m.Extra = ans, extra
@@ -172,4 +181,45 @@ func FuzzBuild(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkRing checks the shaped replies of qtype at n for a few buffer
+// sizes: they parse, fit, never set TC, and hold only records of the full
+// answer all, each once.
+func checkRing(t *testing.T, s *Set, z int, n *Node, qtype uint16, all []dns.RR) {
+	ring := s.Ring(z, n, n.owner, qtype)
+	if ring == nil {
+		return
+	}
+	full := map[string]bool{}
+	for _, rr := range all {
+		full[strings.ToLower(rr.String())] = true
+	}
+	for _, limit := range []int{512, 1232, dns.MaxMsgSize} {
+		q := new(dns.Msg)
+		q.SetQuestion(n.owner, qtype)
+		k, off, extra := ring.Choose(limit, false)
+		b, ok := ring.AppendReply(nil, q, nil, k, off, extra)
+		if !ok {
+			if k > 0 {
+				t.Fatalf("%s %s: no reply of %d units", n.owner, dns.TypeToString[qtype], k)
+			}
+			continue
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(b); err != nil || len(b) > limit || m.Truncated || len(m.Answer) == 0 {
+			t.Fatalf("%s %s limit %d: %d octets, TC %v, err %v", n.owner, dns.TypeToString[qtype], limit, len(b), m.Truncated, err)
+		}
+		seen := map[string]bool{}
+		for _, rr := range m.Answer {
+			if srv, ok := rr.(*dns.SRV); ok {
+				srv.Priority = 0 // local-first priorities differ from Records'
+			}
+			r := strings.ToLower(rr.String())
+			if !full[r] || seen[r] {
+				t.Fatalf("%s %s: %v not in the full answer, or repeated", n.owner, dns.TypeToString[qtype], rr)
+			}
+			seen[r] = true
+		}
+	}
 }

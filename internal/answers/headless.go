@@ -104,6 +104,7 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 		names[i].addrs = dedupAddrs(names[i].addrs)
 	}
 	s := newSet(svc, cfg)
+	s.shaping, s.localFirst = cfg.Shaping, cfg.Shaping.localFirst(svc)
 	s.skipped = int32(min(skipped, math.MaxInt32))        // #nosec G115 -- clamped
 	s.endpoints = int32(min(nEps+skipped, math.MaxInt32)) // #nosec G115 -- clamped
 	if len(all) < cap(all) {

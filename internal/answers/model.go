@@ -43,6 +43,10 @@ type Service struct {
 	// EndpointsAbsent is status.endpointSliceObjects == Absent: the
 	// importer publishes no EndpointSlices, so no endpoint answers exist.
 	EndpointsAbsent bool
+	// TrafficDistribution is spec.trafficDistribution ("" when unset):
+	// values that ask for closeness make headless answers local-first by
+	// default (see Shaping).
+	TrafficDistribution string
 }
 
 // Key is the service's key in the Index: "<name>.<namespace>", the way
@@ -77,4 +81,7 @@ type Config struct {
 	Zones []string
 	// TTL of every record.
 	TTL uint32
+	// Shaping shapes headless answers (nil: locality none, no rotation,
+	// no cap; answers still fit the client's buffer).
+	Shaping *Shaping
 }

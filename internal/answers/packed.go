@@ -11,8 +11,12 @@ import (
 // The query path sends a node's positive replies as bytes: its reply
 // templates, packed once on first use and kept on the node.
 
-// packedSet holds a node's packed replies by record type.
-type packedSet [3]*dnswire.Template
+// packedSet holds a node's packed replies by record type (packedSlot):
+// templates, and the rings of shaped answers (shape.go).
+type packedSet struct {
+	tmpl  [3]*dnswire.Template
+	rings [3]*dnswire.Ring
+}
 
 func packedSlot(qtype uint16) int {
 	switch qtype {
@@ -37,7 +41,7 @@ func (n *Node) Packed(qname string, qtype uint16) *dnswire.Template {
 		return nil
 	}
 	cur := n.packed.Load()
-	if cur == nil || cur[slot] == nil {
+	if cur == nil || cur.tmpl[slot] == nil {
 		answer, extra := n.Records(qtype)
 		if len(answer) == 0 {
 			return nil
@@ -48,10 +52,10 @@ func (n *Node) Packed(qname string, qtype uint16) *dnswire.Template {
 		}
 		cur = n.storePacked(cur, slot, p)
 	}
-	if cur[slot] == unpackable {
+	if cur.tmpl[slot] == unpackable {
 		return nil
 	}
-	return cur[slot]
+	return cur.tmpl[slot]
 }
 
 // unpackable marks a reply that cannot be packed (a name longer than DNS
@@ -64,12 +68,36 @@ func (n *Node) storePacked(cur *packedSet, slot int, p *dnswire.Template) *packe
 	for {
 		var next packedSet
 		if cur != nil {
-			if cur[slot] != nil {
+			if cur.tmpl[slot] != nil {
 				return cur
 			}
-			next = *cur
+			next.tmpl, next.rings = cur.tmpl, cur.rings
 		}
-		next[slot] = p
+		next.tmpl[slot] = p
+		if n.packed.CompareAndSwap(cur, &next) {
+			return &next
+		}
+		cur = n.packed.Load()
+	}
+}
+
+// storeRings sets the rings given (not nil) that are not set yet, and
+// returns the node's packed replies after that.
+func (n *Node) storeRings(cur *packedSet, rings [3]*dnswire.Ring) *packedSet {
+	for {
+		var next packedSet
+		if cur != nil {
+			next.tmpl, next.rings = cur.tmpl, cur.rings
+		}
+		changed := false
+		for i, r := range rings {
+			if r != nil && next.rings[i] == nil {
+				next.rings[i], changed = r, true
+			}
+		}
+		if !changed {
+			return cur
+		}
 		if n.packed.CompareAndSwap(cur, &next) {
 			return &next
 		}

@@ -91,6 +91,11 @@ type Set struct {
 	// the service's name answers with their addresses all the same.
 	skipped int32
 	typ     Type
+	// localFirst: the headless answers list this cluster's endpoints
+	// first (shape.go).
+	localFirst bool
+	// shaping is Config.Shaping for headless sets.
+	shaping *Shaping
 }
 
 // zoneNames are the names of a set in one zone. Per-endpoint names, most

@@ -170,7 +170,22 @@ func readImport(u *unstructured.Unstructured, skip func(error)) (answers.Service
 	if v, _ := field(u, "endpointSliceObjects"); v == "Absent" {
 		svc.EndpointsAbsent = true
 	}
+	if v, _ := field(u, "trafficDistribution"); v != nil {
+		svc.TrafficDistribution = trafficDistribution(v)
+	}
 	return svc, nil
+}
+
+// trafficDistribution returns the value v as one of the constants
+// answers.PrefersClose knows (no string kept per import), else "": only
+// those change the answers.
+func trafficDistribution(v any) string {
+	for _, c := range []string{"PreferClose", "PreferSameZone", "PreferSameNode"} {
+		if v == c {
+			return c
+		}
+	}
+	return ""
 }
 
 func readPort(name, proto string, number any) (answers.Port, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime"
 	"testing"
 
 	"github.com/coredns/coredns/plugin/metrics"
@@ -110,4 +111,101 @@ func BenchmarkIndexUpdate(b *testing.B) {
 			}
 		})
 	}
+}
+
+// shapingMCS is a plugin answering headless services of 50, 500 and
+// 5,000 ready endpoints (hostnames, IPv4, in three clusters, one of them
+// this one) and the fixture, with answers shaped by sh.
+func shapingMCS(b testing.TB, sh *answers.Shaping) *MCS {
+	p := newMCS(&config{zones: []string{"clusterset.local."}, ttl: 5}, nil)
+	acfg := answers.Config{Zones: p.cfg.forwardZones(), TTL: 5, Shaping: sh}
+	for _, f := range fixture() {
+		p.index.Put(f.svc.Key(), answers.Build(f.svc, f.slices, acfg))
+	}
+	for _, n := range []int{50, 500, 5000} {
+		svc := &answers.Service{Namespace: "demo", Name: fmt.Sprintf("hl%d", n), Type: answers.Headless,
+			Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}}}
+		var sl []*answers.Slice
+		for c, id := range []string{"east", "north", "west"} {
+			s := &answers.Slice{Name: id, ClusterID: id}
+			for i := c; i < n; i += 3 {
+				s.Endpoints = append(s.Endpoints, readyEP(fmt.Sprintf("pod-%d", i), fmt.Sprintf("10.%d.%d.%d", 100+c, i>>8, i&255)))
+			}
+			sl = append(sl, s)
+		}
+		p.index.Put(svc.Key(), answers.Build(svc, sl, acfg))
+	}
+	return p
+}
+
+// BenchmarkShaping measures headless answers with each shaping option on
+// and off (same binary, same run), and headless services of 50, 500 and
+// 5,000 ready endpoints, over UDP with a 1232- and a 4096-octet buffer
+// and over TCP, on the packed path.
+func BenchmarkShaping(b *testing.B) {
+	options := []struct {
+		name string
+		sh   *answers.Shaping
+	}{
+		{"off", nil},
+		{"local-first", &answers.Shaping{ClusterID: "north", Locality: answers.LocalityLocalFirst}},
+		{"rotate", &answers.Shaping{Rotate: true}},
+		{"max_answers=20", &answers.Shaping{MaxAnswers: 20}},
+		{"all", &answers.Shaping{ClusterID: "north", Locality: answers.LocalityLocalFirst, Rotate: true, MaxAnswers: 20}},
+	}
+	cases := []struct {
+		name  string
+		qname string
+		qtype uint16
+	}{
+		{"Headless-A", "db.demo.svc.clusterset.local.", dns.TypeA},
+		{"Headless-SRV", "_pg._tcp.db.demo.svc.clusterset.local.", dns.TypeSRV},
+		{"ClusterSetIP-A", "web.demo.svc.clusterset.local.", dns.TypeA},
+		{"hl50-A", "hl50.demo.svc.clusterset.local.", dns.TypeA},
+		{"hl500-A", "hl500.demo.svc.clusterset.local.", dns.TypeA},
+		{"hl5000-A", "hl5000.demo.svc.clusterset.local.", dns.TypeA},
+		{"hl50-SRV", "_http._tcp.hl50.demo.svc.clusterset.local.", dns.TypeSRV},
+		{"hl5000-SRV", "_http._tcp.hl5000.demo.svc.clusterset.local.", dns.TypeSRV},
+	}
+	for _, o := range options {
+		p := shapingMCS(b, o.sh)
+		for _, c := range cases {
+			for _, tr := range []string{"udp1232", "udp4096", "tcp"} {
+				b.Run(o.name+"/"+c.name+"/"+tr, func(b *testing.B) {
+					m := new(dns.Msg)
+					m.SetQuestion(c.qname, c.qtype)
+					var w dns.ResponseWriter
+					switch tr {
+					case "udp1232":
+						m.SetEdns0(1232, false)
+						w = request.NewScrubWriter(m, discard{})
+					case "udp4096":
+						m.SetEdns0(4096, false)
+						w = request.NewScrubWriter(m, discard{})
+					default:
+						w = request.NewScrubWriter(m, discardTCP{})
+					}
+					ctx := context.Background()
+					if _, err := p.ServeDNS(ctx, w, m); err != nil { // packs the reply
+						b.Fatal(err)
+					}
+					runtime.GC() // not the garbage of building the services
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := p.ServeDNS(ctx, w, m); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// discardTCP is discard over TCP.
+type discardTCP struct{ discard }
+
+func (discardTCP) Network() string { return "tcp" }
+func (discardTCP) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 40000}
 }

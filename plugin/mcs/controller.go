@@ -178,6 +178,7 @@ func (c *controller) run(ctx context.Context, cl *clients) {
 		return
 	}
 	c.version.Store(&gvr)
+	c.learnClusterID(ctx)
 
 	scopes := c.namespaces
 	if len(scopes) == 0 {

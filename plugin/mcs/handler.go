@@ -27,6 +27,8 @@ type result struct {
 	// (service names): sent packed, or built by Records.
 	node  *answers.Node
 	qtype uint16
+	// set is node's service (its answers may be shaped).
+	set *answers.Set
 	// ptr, when not nil, are the nodes whose owner names answer a PTR
 	// query (sent as bytes, or built by answers.PTRRecords).
 	ptr []*answers.Node
@@ -86,10 +88,10 @@ func (p *MCS) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 	switch {
 	case res.node != nil:
-		if writePacked(w, r, &q, qname, res.node) {
+		if writePacked(w, r, &q, qname, res.set, z.fwd, res.node) {
 			return dns.RcodeSuccess, nil
 		}
-		res.answer, res.extra = res.node.Records(res.qtype)
+		res.answer, res.extra = shapedRecords(w, r, qname, res.set, z.fwd, res.node, res.qtype)
 		res.fresh = true
 	case res.ptr != nil:
 		ttl := p.index.PTRTTL()
@@ -148,7 +150,8 @@ func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
 		}
 		return nxdomain
 	case dnsname.Service:
-		node := p.index.Service(n.Key).Lookup(z.fwd, n.Prefix)
+		set := p.index.Service(n.Key)
+		node := set.Lookup(z.fwd, n.Prefix)
 		if node == nil {
 			return nxdomain
 		}
@@ -157,7 +160,7 @@ func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
 		}
 		// Records are built only if the packed fast path cannot send
 		// the reply.
-		return result{node: node, qtype: qtype}
+		return result{node: node, qtype: qtype, set: set}
 	}
 	return nxdomain
 }
@@ -191,6 +194,49 @@ func (z *zone) apex(qtype uint16) result {
 		return result{answer: z.ns, extra: z.addrs.Load().all}
 	}
 	return nodata
+}
+
+// shapedRecords returns the records of qtype at node for the dns.Msg
+// path: those of the packed path's reply when the answer is shaped
+// (answers.Set.Shapes: local-first, rotated, capped, or cut to fit the
+// client's buffer), else node.Records. They are fresh.
+func shapedRecords(w dns.ResponseWriter, r *dns.Msg, qname string, set *answers.Set, zone int, node *answers.Node, qtype uint16) (answer, extra []dns.RR) {
+	if shaped, _ := set.Shapes(zone, node, qtype); !shaped || len(r.Question) != 1 || r.Question[0].Qtype != qtype {
+		return node.Records(qtype)
+	}
+	// The query's own type: an ANY query takes the plain records.
+	state := request.Request{W: w, Req: r}
+	size := state.Size()
+	if r.IsEdns0() != nil {
+		size -= 11 // the OPT record SizeAndDo adds
+	}
+	_, plain := set.Shapes(zone, node, qtype)
+	if tmpl := node.Packed(qname, qtype); plain && tmpl != nil {
+		if answerOnly := tmpl.Short; answerOnly != nil && len(answerOnly) <= size || len(tmpl.Full) <= size {
+			return node.Records(qtype) // it fits: no ring needed
+		}
+	}
+	ring := set.Ring(zone, node, qname, qtype)
+	if ring == nil {
+		return node.Records(qtype)
+	}
+	k, off, withExtra := ring.Choose(state.Size(), r.IsEdns0() != nil)
+	if plain && k == ring.Units() {
+		// All of it fits: the records as before (write drops the
+		// additional section when only that does not fit).
+		return node.Records(qtype)
+	}
+	q := *r
+	q.Question = []dns.Question{{Name: qname, Qtype: qtype, Qclass: dns.ClassINET}}
+	bp := getBuf()
+	defer replyBufs.Put(bp)
+	reply, ok := ring.AppendReply((*bp)[:0], &q, nil, k, off, withExtra)
+	*bp = reply[:0]
+	m := new(dns.Msg)
+	if !ok || m.Unpack(reply) != nil {
+		return node.Records(qtype)
+	}
+	return m.Answer, m.Extra
 }
 
 // write sends the reply: the answer, or for negative answers (NXDOMAIN,

@@ -357,16 +357,18 @@ func TestTruncation(t *testing.T) {
 	p := newTestMCS(t)
 	const big = "big.demo.svc.clusterset.local."
 
+	// A headless answer that does not fit is the largest subset that
+	// does, without TC (the MCS DNS specification allows a subset of
+	// the ready endpoints).
 	r := query(t, p, big, dns.TypeA)
-	assert.True(t, r.Truncated, "500 A records do not fit in 512 octets")
-	assert.NotEmpty(t, r.Answer)
-	assert.Less(t, len(r.Answer), 500)
+	assert.False(t, r.Truncated, "a subset, not truncated")
+	assert.Len(t, r.Answer, (512-12-34)/16, "as many as fit 512 octets")
 	assert.LessOrEqual(t, packed(t, r), 512)
 
 	r = query(t, p, big, dns.TypeA, edns(1232))
-	assert.True(t, r.Truncated)
+	assert.False(t, r.Truncated)
 	assert.LessOrEqual(t, packed(t, r), 1232)
-	assert.Greater(t, len(r.Answer), 50, "the EDNS0 buffer is used")
+	assert.Len(t, r.Answer, (1232-12-34-11)/16, "the EDNS0 buffer is used")
 	require.NotNil(t, r.IsEdns0(), "OPT kept")
 
 	r = query(t, p, big, dns.TypeA, overTCP)
@@ -376,6 +378,17 @@ func TestTruncation(t *testing.T) {
 	r = query(t, p, big, dns.TypeSRV, overTCP, edns(4096))
 	assert.False(t, r.Truncated)
 	assert.Len(t, r.Answer, 500)
+
+	// A ClusterSetIP or per-endpoint answer is never cut: TC as before.
+	p = newMCS(&config{zones: []string{"clusterset.local."}, ttl: 5}, nil)
+	var many []string
+	for i := range 100 {
+		many = append(many, fmt.Sprintf("10.97.0.%d", i+1))
+	}
+	svc := &answers.Service{Namespace: "demo", Name: "vips", Type: answers.ClusterSetIP, IPs: addrs(many...)}
+	p.index.Put(svc.Key(), answers.Build(svc, nil, answers.Config{Zones: []string{"clusterset.local."}, TTL: 5}))
+	r = query(t, p, "vips.demo.svc.clusterset.local.", dns.TypeA)
+	assert.True(t, r.Truncated)
 }
 
 // TestTruncationDropsExtraFirst: when only the additional section does

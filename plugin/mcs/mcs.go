@@ -90,7 +90,8 @@ func newMCS(cfg *config, restCfg *rest.Config) *MCS {
 		p.zoneNames = append(p.zoneNames, name)
 	}
 	if restCfg != nil {
-		p.ctl = newController(restCfg, cfg.namespaces, cfg.managers, p.index, answers.Config{Zones: fwd, TTL: cfg.ttl})
+		sh := cfg.shaping
+		p.ctl = newController(restCfg, cfg.namespaces, cfg.managers, p.index, answers.Config{Zones: fwd, TTL: cfg.ttl, Shaping: &sh})
 	}
 	return p
 }

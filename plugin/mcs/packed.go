@@ -70,15 +70,14 @@ func queryOPT(r *dns.Msg) (*dns.OPT, bool) {
 	return opt, true
 }
 
-// writePacked sends the packed reply of node as the reply to r (whose
-// single question is q, with lower-case name qname) and reports whether
-// it did; when it did not, nothing was written.
-func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, node *answers.Node) bool {
+// writePacked sends the packed reply of node (in zone index zone of
+// set) as the reply to r (whose single question is q, with lower-case
+// name qname) and reports whether it did; when it did not, nothing was
+// written. A shaped answer (answers.Set.Shapes) is its template when it
+// is plain and fits, else taken from its ring: local-first, rotated,
+// capped, and as many endpoints as fit the client's buffer, without TC.
+func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, set *answers.Set, zone int, node *answers.Node) bool {
 	if q.Qclass != dns.ClassINET || r.Opcode != dns.OpcodeQuery || len(q.Name) != len(qname) || !rawWriter(w) {
-		return false
-	}
-	tmpl := node.Packed(qname, q.Qtype)
-	if tmpl == nil || tmpl.Name != qname {
 		return false
 	}
 	opt, ok := queryOPT(r)
@@ -87,8 +86,26 @@ func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string
 	}
 	state := request.Request{W: w, Req: r}
 	size := state.Size()
+	shaped, plain := set.Shapes(zone, node, q.Qtype)
+	if !shaped || plain {
+		if tmpl := node.Packed(qname, q.Qtype); tmpl != nil && tmpl.Name == qname {
+			bp := getBuf()
+			reply, ok := tmpl.AppendReply((*bp)[:0], r, opt, size)
+			if send(w, bp, reply, ok) {
+				return true
+			}
+		}
+		if !shaped {
+			return false
+		}
+	}
+	ring := set.Ring(zone, node, qname, q.Qtype)
+	if ring == nil || ring.Name != qname {
+		return false
+	}
+	k, off, extra := ring.Choose(size, opt != nil)
 	bp := getBuf()
-	reply, ok := tmpl.AppendReply((*bp)[:0], r, opt, size)
+	reply, ok := ring.AppendReply((*bp)[:0], r, opt, k, off, extra)
 	return send(w, bp, reply, ok)
 }
 

@@ -16,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/compact"
 )
 
 const pluginName = "mcs"
@@ -29,6 +32,9 @@ const (
 	DefaultZone = "clusterset.local."
 	DefaultTTL  = 5
 	MaxTTL      = 3600
+	// MaxAnswers bounds max_answers: more A records than this never fit
+	// in a DNS message (65,535 octets, 16 per record).
+	MaxAnswers = 4096
 )
 
 // config is a parsed mcs stanza.
@@ -48,6 +54,9 @@ type config struct {
 	// endpointslice controller's.
 	managers []string
 	fall     fall.F
+	// shaping: cluster_id (else read from the ClusterProperty at
+	// start-up), locality, rotate, max_answers.
+	shaping answers.Shaping
 }
 
 func (c *config) forwardZones() []string {
@@ -118,6 +127,10 @@ const startupWait = 5 * time.Second
 //	    ttl SECONDS
 //	    namespaces NAMESPACE...
 //	    fallthrough [ZONES...]
+//	    cluster_id ID
+//	    locality local-first|none
+//	    rotate
+//	    max_answers N
 //	}
 func parse(c *caddy.Controller) (*config, error) {
 	cfg := &config{ttl: DefaultTTL}
@@ -196,6 +209,43 @@ func parse(c *caddy.Controller) (*config, error) {
 				}
 			case "fallthrough":
 				cfg.fall.SetZonesFromArgs(c.RemainingArgs())
+			case "cluster_id":
+				args := c.RemainingArgs()
+				if len(args) != 1 {
+					return nil, c.ArgErr()
+				}
+				if err := compact.ValidClusterID(args[0]); err != nil {
+					return nil, c.Errf("cluster_id: %v", err)
+				}
+				cfg.shaping.ClusterID = args[0]
+			case "locality":
+				args := c.RemainingArgs()
+				if len(args) != 1 {
+					return nil, c.ArgErr()
+				}
+				switch args[0] {
+				case "local-first":
+					cfg.shaping.Locality = answers.LocalityLocalFirst
+				case "none":
+					cfg.shaping.Locality = answers.LocalityNone
+				default:
+					return nil, c.Errf("locality %q is neither local-first nor none", args[0])
+				}
+			case "rotate":
+				if len(c.RemainingArgs()) != 0 {
+					return nil, c.ArgErr()
+				}
+				cfg.shaping.Rotate = true
+			case "max_answers":
+				args := c.RemainingArgs()
+				if len(args) != 1 {
+					return nil, c.ArgErr()
+				}
+				n, err := strconv.Atoi(args[0])
+				if err != nil || n < 1 || n > MaxAnswers {
+					return nil, c.Errf("max_answers %q is not a number in 1..%d", args[0], MaxAnswers)
+				}
+				cfg.shaping.MaxAnswers = n
 			default:
 				return nil, c.Errf("unknown property %q", c.Val())
 			}

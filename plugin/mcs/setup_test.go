@@ -9,6 +9,8 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcs-dns/mcs-dns/internal/answers"
 )
 
 // writeKubeconfig writes a kubeconfig with contexts "one" and "two"; the
@@ -78,6 +80,22 @@ func TestParse(t *testing.T) {
 		{"namespaces", "mcs {\n namespaces demo prod\n}", func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"demo", "prod"}, c.namespaces)
 		}},
+		{"shaping defaults", "mcs", func(t *testing.T, c *config) {
+			assert.Equal(t, answers.Shaping{}, c.shaping, "locality default, no cluster_id, rotate or max_answers")
+		}},
+		{"cluster_id", "mcs {\n cluster_id east.eu-1\n}", func(t *testing.T, c *config) {
+			assert.Equal(t, "east.eu-1", c.shaping.ClusterID)
+		}},
+		{"locality local-first", "mcs {\n locality local-first\n}", func(t *testing.T, c *config) {
+			assert.Equal(t, answers.LocalityLocalFirst, c.shaping.Locality)
+		}},
+		{"locality none", "mcs {\n locality none\n}", func(t *testing.T, c *config) {
+			assert.Equal(t, answers.LocalityNone, c.shaping.Locality)
+		}},
+		{"rotate and max_answers", "mcs {\n rotate\n max_answers 20\n}", func(t *testing.T, c *config) {
+			assert.True(t, c.shaping.Rotate)
+			assert.Equal(t, 20, c.shaping.MaxAnswers)
+		}},
 		{"namespaces repeated", "mcs {\n namespaces demo prod demo\n namespaces prod\n}", func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"demo", "prod"}, c.namespaces)
 		}},
@@ -121,6 +139,14 @@ func TestParseErrors(t *testing.T) {
 		{"namespaces arity", "mcs {\n namespaces\n}", []string{"Wrong argument count"}},
 		{"bad namespace", "mcs {\n namespaces Demo\n}", []string{`"Demo"`}},
 		{"twice", "mcs\nmcs", []string{"once"}},
+		{"cluster_id arity", "mcs {\n cluster_id\n}", []string{"Wrong argument count"}},
+		{"bad cluster_id", "mcs {\n cluster_id East_1\n}", []string{"cluster_id", `"East_1"`, ":2 "}},
+		{"locality arity", "mcs {\n locality\n}", []string{"Wrong argument count"}},
+		{"bad locality", "mcs {\n locality nearest\n}", []string{`locality "nearest"`, "local-first", ":2 "}},
+		{"rotate with an argument", "mcs {\n rotate 8\n}", []string{"Wrong argument count"}},
+		{"max_answers arity", "mcs {\n max_answers\n}", []string{"Wrong argument count"}},
+		{"max_answers zero", "mcs {\n max_answers 0\n}", []string{`max_answers "0"`, "1..4096"}},
+		{"max_answers too big", "mcs {\n max_answers 4097\n}", []string{`max_answers "4097"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,6 +197,10 @@ func TestSourceKey(t *testing.T) {
 		"mcs clusterset.local { \n kubeconfig KC one \n namespaces a \n }",
 		"mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n ttl 9 \n }",
 		"mcs example.org { \n kubeconfig KC one \n namespaces a b \n }",
+		"mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n cluster_id east \n }",
+		"mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n locality none \n }",
+		"mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n rotate \n }",
+		"mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n max_answers 9 \n }",
 	} {
 		assert.NotEqual(t, base, key(other), other)
 	}

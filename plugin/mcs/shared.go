@@ -170,6 +170,8 @@ func sourceKey(cfg *config, rc *rest.Config) string {
 	if cfg.managers != nil {
 		managers = strings.Join(slices.Sorted(slices.Values(cfg.managers)), ",")
 	}
+	sh := cfg.shaping
+	shaping := fmt.Sprintf("%q %d %v %d", sh.ClusterID, sh.Locality, sh.Rotate, sh.MaxAnswers)
 	return strings.Join([]string{hex.EncodeToString(h.Sum(nil)), strings.Join(ns, ","),
-		strings.Join(cfg.forwardZones(), ","), strconv.Itoa(int(cfg.ttl)), managers}, "\x00")
+		strings.Join(cfg.forwardZones(), ","), strconv.Itoa(int(cfg.ttl)), managers, shaping}, "\x00")
 }

@@ -1,0 +1,306 @@
+package answers
+
+import (
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/mcs-dns/mcs-dns/internal/dnswire"
+)
+
+// Shaping a headless service's answers for the asker: this cluster's
+// endpoints first (local-first), rotated, and cut to what fits the
+// client's buffer. The answers of a headless service's name (A, AAAA,
+// SRV) and of its SRV names are packed once, on first use, as a
+// dnswire.Ring: a list of units (the records of one endpoint each) in
+// two groups, local and remote, that replies take rotations and
+// prefixes of by copying bytes.
+
+// Locality says which headless answers list this cluster's endpoints
+// first.
+type Locality uint8
+
+const (
+	// LocalityDefault: the imports whose trafficDistribution asks for
+	// closeness (PreferClose, PreferSameZone, PreferSameNode).
+	LocalityDefault Locality = iota
+	// LocalityNone: none; answers list the endpoints by source cluster.
+	LocalityNone
+	// LocalityLocalFirst: every headless import.
+	LocalityLocalFirst
+)
+
+// Shaping is how headless answers are shaped (see Config).
+type Shaping struct {
+	// ClusterID is this cluster's ID ("" unknown: no endpoint is local).
+	ClusterID string
+	Locality  Locality
+	// Rotate rotates the endpoints of successive answers.
+	Rotate bool
+	// MaxAnswers caps the endpoints of an answer (0: none).
+	MaxAnswers int
+}
+
+// Priorities of the SRV records of local-first answers: clients try the
+// targets of the lowest priority first (RFC 2782) and fail over to other
+// clusters only when local endpoints are gone.
+const (
+	LocalPriority  = 0
+	RemotePriority = 10
+)
+
+// PrefersClose reports whether a Service trafficDistribution value asks
+// for endpoints close to the client.
+func PrefersClose(trafficDistribution string) bool {
+	switch trafficDistribution {
+	case "PreferClose", "PreferSameZone", "PreferSameNode":
+		return true
+	}
+	return false
+}
+
+// localFirst reports whether a headless service's answers list the
+// local endpoints first under sh.
+func (sh *Shaping) localFirst(svc *Service) bool {
+	if sh == nil || sh.ClusterID == "" {
+		return false
+	}
+	switch sh.Locality {
+	case LocalityLocalFirst:
+		return true
+	case LocalityDefault:
+		return PrefersClose(svc.TrafficDistribution)
+	}
+	return false
+}
+
+// LocalFirst reports whether the set's headless answers list this
+// cluster's endpoints first.
+func (s *Set) LocalFirst() bool { return s.localFirst }
+
+// Shapes reports whether the answers of qtype at n, a node of zone index
+// zone, are shaped (the name or an SRV name of a headless service) and
+// whether they are plain: in the order of Records, not rotated or
+// capped, so that n's template (Packed) answers when it fits.
+func (s *Set) Shapes(zone int, n *Node, qtype uint16) (shaped, plain bool) {
+	if s == nil || s.typ != Headless || zone < 0 || zone >= len(s.zones) || n == emptyNode {
+		return false, false
+	}
+	switch qtype {
+	case dns.TypeA, dns.TypeAAAA:
+		if n != s.zones[zone].top {
+			return false, false
+		}
+	case dns.TypeSRV:
+		if n.srv == nil {
+			return false, false
+		}
+	default:
+		return false, false
+	}
+	sh := s.shaping
+	return true, !s.localFirst && (sh == nil || !sh.Rotate && sh.MaxAnswers == 0)
+}
+
+// Ring returns the ring of qtype at n (see Shapes), whose lower-case
+// owner name is qname, packing it on first use; nil when n's answers are
+// not shaped or cannot be packed. Safe for concurrent use.
+func (s *Set) Ring(zone int, n *Node, qname string, qtype uint16) *dnswire.Ring {
+	if shaped, _ := s.Shapes(zone, n, qtype); !shaped {
+		return nil
+	}
+	slot := packedSlot(qtype)
+	cur := n.packed.Load()
+	if cur == nil || cur.rings[slot] == nil {
+		var rings [3]*dnswire.Ring
+		if qtype == dns.TypeSRV {
+			rings[slot] = s.srvRing(zone, n, qname)
+		} else {
+			rings[0], rings[1] = s.addrRings(n, qname)
+		}
+		for i, r := range rings {
+			if r == nil && (i == slot || qtype != dns.TypeSRV && i < 2) {
+				rings[i] = unpackableRing
+			}
+		}
+		cur = n.storeRings(cur, rings)
+	}
+	if r := cur.rings[slot]; r != unpackableRing {
+		return r
+	}
+	return nil
+}
+
+// unpackableRing marks an answer that cannot be packed as a ring.
+var unpackableRing = &dnswire.Ring{}
+
+// ringOptions are the options of the set's rings with records of
+// recLen octets (0: perUnit records per unit).
+func (s *Set) ringOptions(recLen, perUnit int) dnswire.RingOptions {
+	o := dnswire.RingOptions{RecLen: recLen, PerUnit: perUnit}
+	if sh := s.shaping; sh != nil {
+		o.Max, o.Rotate = sh.MaxAnswers, sh.Rotate
+	}
+	return o
+}
+
+// isLocal reports whether owner, "<host>.<cluster ID>.<base>", is the
+// name of an endpoint of this cluster.
+func (s *Set) isLocal(owner, base string) bool {
+	id := s.shaping.ClusterID
+	i := strings.IndexByte(owner, '.')
+	if i < 0 {
+		return false
+	}
+	rest := owner[i+1:]
+	return len(rest) == len(id)+1+len(base) && strings.HasPrefix(rest, id) && rest[len(id)] == '.' && rest[len(id)+1:] == base
+}
+
+// addrUnit is one endpoint's addresses in a service's A and AAAA
+// answers: indexes into the service name's addresses.
+type addrUnit struct {
+	v4, v6 []int32
+	local  bool
+}
+
+// addrRings packs the A and AAAA rings of the service name n (in any
+// zone: they share their addresses). Its units are the endpoints with
+// a name (an address belongs to the first whose PTR target it is), each
+// address of an endpoint without one a unit of its own, in the order of
+// their first address in n.addrs: the A answer lists the addresses in
+// the order of Records. Each ring has the units with addresses of its
+// family; one with both families fits only as many units as fit in both
+// answers (Pair), so that A and AAAA name the same endpoints.
+func (s *Set) addrRings(n *Node, qname string) (a, aaaa *dnswire.Ring) {
+	var units []addrUnit
+	byNode := make(map[*Node]int)
+	base := s.zones[0].top.owner
+	for j := range n.addrs {
+		u := -1
+		var owner string
+		if targets := s.ptrTargets(j); len(targets) > 0 {
+			owner = targets[0].owner
+			if i, ok := byNode[targets[0]]; ok {
+				u = i
+			} else {
+				byNode[targets[0]] = len(units)
+			}
+		}
+		if u < 0 {
+			u = len(units)
+			units = append(units, addrUnit{local: owner != "" && s.localFirst && s.isLocal(owner, base)})
+		}
+		if j < int(n.v4) {
+			units[u].v4 = append(units[u].v4, int32(j)) // #nosec G115 -- at most the addresses of a service
+		} else {
+			units[u].v6 = append(units[u].v6, int32(j)) // #nosec G115 -- idem
+		}
+	}
+	groups := localGroups(len(units), func(i int) bool { return units[i].local })
+	hasV4, hasV6 := n.v4 > 0, len(n.addrs) > int(n.v4)
+	build := func(v6 bool) []dnswire.RingGroup {
+		var out []dnswire.RingGroup
+		for _, g := range groups {
+			var rg dnswire.RingGroup
+			rg.Ends = make([]uint32, 1, len(g)+1)
+			if hasV4 && hasV6 {
+				rg.Pair = make([]uint32, 1, len(g)+1)
+			}
+			for _, ui := range g {
+				own, other := units[ui].v4, units[ui].v6
+				ownLen, otherLen := dnswire.ARRLen, dnswire.AAAARRLen
+				if v6 {
+					own, other = other, own
+					ownLen, otherLen = otherLen, ownLen
+				}
+				if len(own) == 0 {
+					continue // not an endpoint of this answer
+				}
+				for _, j := range own {
+					ip := n.addrs[j]
+					if v6 {
+						b := ip.As16()
+						rg.Recs = dnswire.AppendAddrRR(rg.Recs, b[:], n.ttl)
+					} else {
+						b := ip.As4()
+						rg.Recs = dnswire.AppendAddrRR(rg.Recs, b[:], n.ttl)
+					}
+				}
+				rg.Ends = append(rg.Ends, rg.Ends[len(rg.Ends)-1]+uint32(len(own)*ownLen)) // #nosec G115 -- bounded by the records' octets
+				if rg.Pair != nil {
+					rg.Pair = append(rg.Pair, rg.Pair[len(rg.Pair)-1]+uint32(len(other)*otherLen)) // #nosec G115 -- idem
+				}
+			}
+			out = append(out, rg)
+		}
+		return out
+	}
+	if hasV4 {
+		a = dnswire.NewRing(qname, dns.TypeA, build(false), s.ringOptions(dnswire.ARRLen, 0))
+	}
+	if hasV6 {
+		aaaa = dnswire.NewRing(qname, dns.TypeAAAA, build(true), s.ringOptions(dnswire.AAAARRLen, 0))
+	}
+	return a, aaaa
+}
+
+// srvRing packs the SRV ring of n in zone index zone: a unit per target,
+// with a record per port (priority LocalPriority for local targets of a
+// local-first set, else RemotePriority; without local-first all 0) and
+// the target's addresses as additional records.
+func (s *Set) srvRing(zone int, n *Node, qname string) *dnswire.Ring {
+	spec := n.srv
+	if len(spec.targets) == 0 || len(spec.ports) == 0 {
+		return nil
+	}
+	base := s.zones[zone].top.owner
+	all := len(spec.targets) * len(spec.ports)
+	weight := uint16(max(1, 100/all)) // #nosec G115 -- at most 100
+	groups := localGroups(len(spec.targets), func(i int) bool { return s.localFirst && s.isLocal(spec.targets[i].owner, base) })
+	var out []dnswire.RingGroup
+	for gi, g := range groups {
+		prio := uint16(0)
+		if s.localFirst {
+			prio = LocalPriority
+			if gi == 1 {
+				prio = RemotePriority
+			}
+		}
+		rg := dnswire.RingGroup{Ends: make([]uint32, 1, len(g)+1), ExtraEnds: make([]uint32, 1, len(g)+1)}
+		for _, ti := range g {
+			t := spec.targets[ti]
+			for _, p := range spec.ports {
+				rg.Recs = dnswire.AppendSRVRR(rg.Recs, n.ttl, prio, weight, p, t.owner)
+			}
+			for i, ip := range t.addrs {
+				if i < int(t.v4) {
+					b := ip.As4()
+					rg.Extra = dnswire.AppendNamedAddrRR(rg.Extra, t.owner, b[:], t.ttl)
+				} else {
+					b := ip.As16()
+					rg.Extra = dnswire.AppendNamedAddrRR(rg.Extra, t.owner, b[:], t.ttl)
+				}
+			}
+			rg.ExtraCount += len(t.addrs)
+			rg.Ends = append(rg.Ends, uint32(len(rg.Recs)))            // #nosec G115 -- bounded by memory
+			rg.ExtraEnds = append(rg.ExtraEnds, uint32(len(rg.Extra))) // #nosec G115 -- idem
+		}
+		out = append(out, rg)
+	}
+	return dnswire.NewRing(qname, dns.TypeSRV, out, s.ringOptions(0, len(spec.ports)))
+}
+
+// localGroups splits the indexes 0..n-1 into the local ones, then the
+// others, each in order; the first group is empty (and left out of the
+// ring) when none is local.
+func localGroups(n int, local func(int) bool) [2][]int {
+	var g [2][]int
+	for i := range n {
+		if local(i) {
+			g[0] = append(g[0], i)
+		} else {
+			g[1] = append(g[1], i)
+		}
+	}
+	return g
+}

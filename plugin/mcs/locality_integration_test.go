@@ -1,0 +1,242 @@
+package mcs
+
+// Shaped headless answers on real API servers: two member clusters, one
+// CoreDNS each, queried over UDP and TCP.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/test/cluster"
+)
+
+// localityFixtures writes what an importer would write in every member:
+// headless imports "close" (trafficDistribution PreferClose) and
+// "plain" (none), with three endpoints in east and three in west.
+func localityFixtures(t *testing.T, c *cluster.Cluster) {
+	createNamespace(t, c, "loc")
+	for _, name := range []string{"close", "plain"} {
+		spec := mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless, Ports: []mcsv1beta1.ServicePort{port("pg", corev1.ProtocolTCP, 5432)}}
+		if name == "close" {
+			spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferClose)
+		}
+		si, err := c.MCS.MulticlusterV1beta1().ServiceImports("loc").Create(ctxT(t), &mcsv1beta1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		si.Status.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
+		_, err = c.MCS.MulticlusterV1beta1().ServiceImports("loc").UpdateStatus(ctxT(t), si, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		for n, id := range []string{"east", "west"} {
+			var eps []discoveryv1.Endpoint
+			for i := range 3 {
+				eps = append(eps, endpoint(fmt.Sprintf("%s-%d", id, i), nil, fmt.Sprintf("10.%d.0.%d", 10*(n+1), i+1)))
+			}
+			createSlice(t, c, "loc", name+"-"+id, name, id, discoveryv1.AddressTypeIPv4, eps...)
+		}
+	}
+}
+
+// dualFixture is a dual-stack headless import of 100 endpoints in east
+// (d-i at 10.30.0.i and fd00::30:i).
+func dualFixture(t *testing.T, c *cluster.Cluster) {
+	createImport(t, c, "loc", "dual", mcsv1beta1.Headless, nil, false, port("pg", corev1.ProtocolTCP, 5432))
+	var v4, v6 []discoveryv1.Endpoint
+	for i := range 100 {
+		v4 = append(v4, endpoint(fmt.Sprintf("d-%d", i), nil, fmt.Sprintf("10.30.0.%d", i)))
+		v6 = append(v6, endpoint(fmt.Sprintf("d-%d", i), nil, fmt.Sprintf("fd00::30:%x", i)))
+	}
+	createSlice(t, c, "loc", "dual-v4", "dual", "east", discoveryv1.AddressTypeIPv4, v4...)
+	createSlice(t, c, "loc", "dual-v6", "dual", "east", discoveryv1.AddressTypeIPv6, v6...)
+}
+
+// clusterOf maps the fixture's addresses and targets to their cluster.
+func clusterOf(rr dns.RR) string {
+	switch r := rr.(type) {
+	case *dns.A:
+		if r.A[1] == 10 {
+			return "east"
+		}
+		return "west"
+	case *dns.SRV:
+		return strings.SplitN(r.Target, "-", 2)[0]
+	}
+	return "?"
+}
+
+// order expects NOERROR with six answers whose clusters are want, in order.
+func order(want ...string) func(*dns.Msg) error {
+	return func(r *dns.Msg) error {
+		var got []string
+		for _, rr := range r.Answer {
+			got = append(got, clusterOf(rr))
+		}
+		if r.Rcode != dns.RcodeSuccess || r.Truncated || !slices.Equal(got, want) {
+			return fmt.Errorf("rcode %s, TC %v, clusters %v, want %v", dns.RcodeToString[r.Rcode], r.Truncated, got, want)
+		}
+		return nil
+	}
+}
+
+// priorities expects SRV records with priority 0 for the targets of local
+// and prio for the others, local ones first.
+func priorities(local string, prio uint16) func(*dns.Msg) error {
+	return func(r *dns.Msg) error {
+		if len(r.Answer) != 6 {
+			return fmt.Errorf("%d answers, want 6", len(r.Answer))
+		}
+		for i, rr := range r.Answer {
+			srv := rr.(*dns.SRV)
+			want := prio
+			if clusterOf(srv) == local {
+				want = 0
+				if i >= 3 {
+					return fmt.Errorf("local target %s at %d", srv.Target, i)
+				}
+			}
+			if srv.Priority != want {
+				return fmt.Errorf("%s priority %d, want %d", srv.Target, srv.Priority, want)
+			}
+		}
+		return nil
+	}
+}
+
+func TestLocalityIntegration(t *testing.T) {
+	set := cluster.Start(t, cluster.Spec{Name: "east", ClusterID: "east"}, cluster.Spec{Name: "west", ClusterID: "west"})
+	for _, name := range []string{"east", "west"} {
+		localityFixtures(t, set.Get(name))
+	}
+	dualFixture(t, set.Get("west"))
+	// east learns its cluster ID from its ClusterProperty, and makes
+	// every headless answer local-first, rotated; west is told its ID,
+	// and leaves locality to the imports' trafficDistribution.
+	east := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    mcs {
+        kubeconfig %s east
+        locality local-first
+        rotate
+        max_answers 20
+    }
+}`, set.Kubeconfig))
+	west := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    mcs {
+        kubeconfig %s west
+        cluster_id west
+    }
+}`, set.Kubeconfig))
+	// none: as without shaping, but at most 4 endpoints.
+	none := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    mcs {
+        kubeconfig %s west
+        cluster_id west
+        locality none
+        max_answers 4
+    }
+}`, set.Kubeconfig))
+	e, w := "east", "west"
+
+	t.Run("locality none and max_answers", func(t *testing.T) {
+		none.eventually(t, "close.loc.svc.clusterset.local", dns.TypeA, order(e, e, e, w))
+		none.eventually(t, "_pg._tcp.close.loc.svc.clusterset.local", dns.TypeSRV, func(r *dns.Msg) error {
+			if err := order(e, e, e, w)(r); err != nil {
+				return err
+			}
+			for _, rr := range r.Answer {
+				if rr.(*dns.SRV).Priority != 0 {
+					return fmt.Errorf("priority of %v", rr)
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("local-first A and SRV priorities", func(t *testing.T) {
+		for _, name := range []string{"close", "plain"} {
+			east.eventually(t, name+".loc.svc.clusterset.local", dns.TypeA, order(e, e, e, w, w, w))
+			east.eventually(t, "_pg._tcp."+name+".loc.svc.clusterset.local", dns.TypeSRV, priorities(e, 10))
+			east.eventually(t, name+".loc.svc.clusterset.local", dns.TypeSRV, priorities(e, 10))
+		}
+		// trafficDistribution: PreferClose makes "close" local-first by
+		// default; "plain" answers as with locality none.
+		west.eventually(t, "close.loc.svc.clusterset.local", dns.TypeA, order(w, w, w, e, e, e))
+		west.eventually(t, "_pg._tcp.close.loc.svc.clusterset.local", dns.TypeSRV, priorities(w, 10))
+		west.eventually(t, "plain.loc.svc.clusterset.local", dns.TypeA, order(e, e, e, w, w, w))
+		west.eventually(t, "_pg._tcp.plain.loc.svc.clusterset.local", dns.TypeSRV, priorities("none", 0))
+	})
+
+	t.Run("rotation visits every local endpoint first", func(t *testing.T) {
+		for _, network := range []string{"udp", "tcp"} {
+			first := map[string]bool{}
+			for range 3 {
+				r, err := ask(east.addr(network), network, "close.loc.svc.clusterset.local", dns.TypeA, 0)
+				require.NoError(t, err)
+				require.NoError(t, order(e, e, e, w, w, w)(r))
+				first[r.Answer[0].(*dns.A).A.String()] = true
+			}
+			assert.Len(t, first, 3, "%s: %v", network, first)
+		}
+		// west does not rotate: the same order every time.
+		var seen []string
+		for range 3 {
+			r, err := ask(west.udp, "udp", "close.loc.svc.clusterset.local", dns.TypeA, 0)
+			require.NoError(t, err)
+			seen = append(seen, fmt.Sprint(r.Answer))
+		}
+		assert.Equal(t, seen[0], seen[1])
+		assert.Equal(t, seen[0], seen[2])
+	})
+
+	t.Run("a trafficDistribution change flips the default", func(t *testing.T) {
+		mc := set.Get("west")
+		si, err := mc.MCS.MulticlusterV1beta1().ServiceImports("loc").Get(ctxT(t), "plain", metav1.GetOptions{})
+		require.NoError(t, err)
+		si.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferClose)
+		_, err = mc.MCS.MulticlusterV1beta1().ServiceImports("loc").Update(ctxT(t), si, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		west.eventually(t, "plain.loc.svc.clusterset.local", dns.TypeA, order(w, w, w, e, e, e))
+		west.eventually(t, "_pg._tcp.plain.loc.svc.clusterset.local", dns.TypeSRV, priorities(w, 10))
+	})
+
+	t.Run("subsets fit without TC and A and AAAA name the same endpoints", func(t *testing.T) {
+		const name = "dual.loc.svc.clusterset.local"
+		require.Eventually(t, func() bool {
+			r, err := ask(west.tcp, "tcp", name, dns.TypeAAAA, 0)
+			return err == nil && len(r.Answer) == 100
+		}, 30*time.Second, 50*time.Millisecond)
+		for _, size := range []uint16{0, 1232} {
+			var sets [2][]byte
+			for i, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+				r, err := ask(west.udp, "udp", name, qtype, size)
+				require.NoError(t, err)
+				assert.False(t, r.Truncated)
+				r.Compress = true
+				b, err := r.Pack()
+				require.NoError(t, err)
+				assert.LessOrEqual(t, len(b), max(512, int(size)))
+				require.NotEmpty(t, r.Answer)
+				assert.Less(t, len(r.Answer), 100)
+				for _, rr := range r.Answer {
+					switch a := rr.(type) {
+					case *dns.A:
+						sets[i] = append(sets[i], a.A.To4()[3])
+					case *dns.AAAA:
+						sets[i] = append(sets[i], a.AAAA[15])
+					}
+				}
+			}
+			assert.Equal(t, sets[0], sets[1], "bufsize %d: the same endpoints", size)
+		}
+	})
+}
