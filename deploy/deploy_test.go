@@ -244,6 +244,7 @@ func TestCoreDNSRBAC(t *testing.T) {
 	require.True(t, can(t, kubeconfig, "east", "watch", "multicluster.x-k8s.io", "serviceimports"))
 	require.True(t, can(t, kubeconfig, "east", "list", "discovery.k8s.io", "endpointslices"))
 	for _, denied := range [][3]string{
+		{"list", "about.k8s.io", "clusterproperties"},
 		{"create", "multicluster.x-k8s.io", "serviceimports"},
 		{"get", "", "secrets"},
 		{"list", "", "services"},
