@@ -90,6 +90,9 @@ type DNSCheck struct {
 	Rcode  string   `json:"rcode,omitempty"`
 	Answer []string `json:"answer,omitempty"`
 	Agrees bool     `json:"agrees"`
+	// Subset: the server answered with some of the computed records (a
+	// headless answer cut to max_answers or to 64 KiB), all of them right.
+	Subset bool `json:"subset,omitempty"`
 }
 
 // The zones the plugin serves by default; --zone mirrors a Corefile that
@@ -301,7 +304,7 @@ func explainForward(ctx context.Context, o *Options, ms []*member, m *member, re
 	ix := build(objs, zone)
 	if n.Kind == dnsname.Namespace {
 		rep.Rcode = "NOERROR"
-		if !ix.HasNamespace(n.Namespace) {
+		if ix.ResolveNamespace(n.Namespace) == answers.NXDomain {
 			rep.Rcode = dns.RcodeToString[dns.RcodeNameError]
 			rep.Reasons = append(rep.Reasons, fmt.Sprintf("no service of namespace %s has a name in %s", n.Namespace, m.Context))
 		}
@@ -314,11 +317,10 @@ func explainForward(ctx context.Context, o *Options, ms []*member, m *member, re
 			rep.Slices = append(rep.Slices, s.info)
 		}
 	}
-	node := ix.Service(n.Key).Lookup(0, n.Prefix)
-	switch {
-	case node == nil:
+	switch found, _, node := ix.ResolveService(n.Key, n.Prefix, 0, qtype); found {
+	case answers.NXDomain:
 		rep.Rcode = dns.RcodeToString[dns.RcodeNameError]
-	case !node.Has(qtype):
+	case answers.NoData:
 		rep.Rcode = "NOERROR"
 	default:
 		rep.Rcode = "NOERROR"
@@ -519,14 +521,14 @@ func explainPTR(ctx context.Context, o *Options, m *member, rep *ExplainReport, 
 		return err
 	}
 	ix := build(objs, dnsname.Lower(dns.Fqdn(o.Zone)))
-	if targets := ix.PTRTargets(qname); targets != nil {
+	switch found, targets := ix.ResolveReverse(qname, dns.TypePTR); found {
+	case answers.Records:
 		rep.Rcode = "NOERROR"
 		rep.Answer = render(answers.PTRRecords(qname, targets, ttl))
-	} else {
+	case answers.NoData:
+		rep.Rcode = "NOERROR"
+	default:
 		rep.Rcode = dns.RcodeToString[dns.RcodeNameError]
-		if ix.HasPTR(qname) || ix.IsReverseENT(qname) {
-			rep.Rcode = "NOERROR"
-		}
 	}
 	// The objects holding the address.
 	var holders []string
@@ -595,7 +597,7 @@ func render(rrs []dns.RR) []string {
 	return out
 }
 
-// checkDNS asks the member's CoreDNS (UDP, then TCP when truncated).
+// checkDNS asks the member's CoreDNS, over TCP (whole answers up to 64 KiB).
 func checkDNS(server, qname string, qtype uint16, rep *ExplainReport) *DNSCheck {
 	if !strings.Contains(server, ":") || strings.HasSuffix(server, "]") {
 		server += ":53"
@@ -603,13 +605,10 @@ func checkDNS(server, qname string, qtype uint16, rep *ExplainReport) *DNSCheck 
 	c := &DNSCheck{Server: server}
 	m := new(dns.Msg)
 	m.SetQuestion(qname, qtype)
-	m.SetEdns0(1232, false)
-	cl := &dns.Client{Net: "udp", Timeout: 3 * time.Second}
+	m.SetEdns0(dns.MaxMsgSize, false)
+	// Over TCP: a headless answer over UDP is the subset that fits.
+	cl := &dns.Client{Net: "tcp", Timeout: 3 * time.Second}
 	r, _, err := cl.Exchange(m, server)
-	if err == nil && r.Truncated {
-		cl.Net = "tcp"
-		r, _, err = cl.Exchange(m, server)
-	}
 	if err != nil {
 		c.Error = err.Error()
 		return c
@@ -617,6 +616,10 @@ func checkDNS(server, qname string, qtype uint16, rep *ExplainReport) *DNSCheck 
 	c.Rcode = dns.RcodeToString[r.Rcode]
 	c.Answer = render(r.Answer)
 	c.Agrees = c.Rcode == rep.Rcode && slices.Equal(c.Answer, rep.Answer)
+	if !c.Agrees && c.Rcode == rep.Rcode && len(c.Answer) > 0 && len(c.Answer) < len(rep.Answer) {
+		c.Subset = !slices.ContainsFunc(c.Answer, func(a string) bool { return !slices.Contains(rep.Answer, a) })
+		c.Agrees = c.Subset
+	}
 	return c
 }
 
@@ -671,6 +674,8 @@ func printExplain(w io.Writer, rep *ExplainReport) {
 		switch {
 		case d.Error != "":
 			fmt.Fprintf(w, "\nCoreDNS at %s: no answer: %s\n", d.Server, d.Error)
+		case d.Subset:
+			fmt.Fprintf(w, "\nCoreDNS at %s agrees: %s, with %d of the %d records (max_answers, or 64 KiB)\n", d.Server, d.Rcode, len(d.Answer), len(rep.Answer))
 		case d.Agrees:
 			fmt.Fprintf(w, "\nCoreDNS at %s agrees: %s\n", d.Server, d.Rcode)
 		default:

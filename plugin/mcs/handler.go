@@ -114,15 +114,11 @@ func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
 		return z.apex(qtype)
 	}
 	if z.reverse {
-		if qtype == dns.TypePTR {
-			if targets := p.index.PTRTargets(qname); targets != nil {
-				return result{ptr: targets}
-			}
-		} else if p.index.HasPTR(qname) {
+		switch found, targets := p.index.ResolveReverse(qname, qtype); found {
+		case answers.Records:
+			return result{ptr: targets}
+		case answers.NoData:
 			return nodata
-		}
-		if p.index.IsReverseENT(qname) {
-			return nodata // a partial reverse name above some address's
 		}
 		return nxdomain
 	}
@@ -145,22 +141,20 @@ func (p *MCS) resolve(qname string, z *zone, qtype uint16) result {
 	case dnsname.DNSNode, dnsname.SvcNode:
 		return nodata
 	case dnsname.Namespace:
-		if p.index.HasNamespace(n.Namespace) {
+		if p.index.ResolveNamespace(n.Namespace) == answers.NoData {
 			return nodata
 		}
 		return nxdomain
 	case dnsname.Service:
-		set := p.index.Service(n.Key)
-		node := set.Lookup(z.fwd, n.Prefix)
-		if node == nil {
-			return nxdomain
-		}
-		if !node.Has(qtype) {
+		switch found, set, node := p.index.ResolveService(n.Key, n.Prefix, z.fwd, qtype); found {
+		case answers.NoData:
 			return nodata
+		case answers.Records:
+			// Records are built only if the packed fast path cannot send
+			// the reply.
+			return result{node: node, qtype: qtype, set: set}
 		}
-		// Records are built only if the packed fast path cannot send
-		// the reply.
-		return result{node: node, qtype: qtype, set: set}
+		return nxdomain
 	}
 	return nxdomain
 }
