@@ -3,7 +3,8 @@
 // CoreDNS build — (a) mcs, (b) the in-tree kubernetes plugin's multicluster
 // option (the peer), (c) whoami (the ceiling) — and drives each with
 // dnsperf over loopback, alternating a, b, c within every round. It also
-// measures RSS and start-up at 1x and 10x, DNS programming latency,
+// compares a with the answer-shaping options on (a+) and off, and big
+// headless answers on a; measures RSS and start-up at 1x and 10x, DNS programming latency,
 // mcs-importer (when built), and runs the plugin's go test benchmarks. It
 // prints a table at the end and writes it, with the raw results as JSON,
 // under the output folder. Targets are shown next to the numbers; nothing
@@ -75,6 +76,7 @@ func (o Options) phase(name string) bool {
 const (
 	PhasePerf     = "perf"
 	PhaseProgLat  = "proglat"
+	PhaseShaping  = "shaping"
 	PhaseStartup  = "startup"
 	Phase10x      = "10x"
 	PhaseImporter = "importer"
@@ -108,7 +110,7 @@ func main() {
 	flag.BoolVar(&o.Profile, "profile", true, "take CPU and heap profiles of a and b under the mix, heap profiles after sync, and a CPU profile of the large start-up")
 	flag.DurationVar(&o.StartupProfile, "startup-profile", 8*time.Second, "length of the start-up CPU profile at the large size")
 	flag.IntVar(&o.Workers, "workers", 48, "parallel creates when loading fixtures")
-	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,startup,10x,importer,gobench")
+	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,shaping,startup,10x,importer,gobench")
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
 	flag.StringVar(&o.ExportType, "export-type", "headless", "importer: type of the exported Services, headless (answered: A = the endpoint's IP) or clustersetip (answered: NOERROR, since the importer may assign no VIP)")
 	flag.StringVar(&o.ImporterArgs, "importer-args", "", "importer: extra mcs-importer flags (default: its defaults)")
@@ -186,6 +188,14 @@ func run(o Options) int {
 	if o.phase(PhasePerf) || o.phase(PhaseProgLat) {
 		if err := b.servePhase(ctx, loader, s1); err != nil {
 			b.note("serving phase: %v", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return b.fail(context.Cause(ctx))
+	}
+	if o.phase(PhaseShaping) {
+		if err := b.shapingPhase(ctx, loader, s1); err != nil {
+			b.note("shaping phase: %v", err)
 		}
 	}
 	if ctx.Err() != nil {

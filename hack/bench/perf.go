@@ -75,16 +75,25 @@ type PerfRun struct {
 	Extra     map[string]float64 `json:"-"`
 }
 
-// RunDNSPerf drives addr with file for d and parses dnsperf's summary; the
-// per-query latencies (-v) give the percentiles.
+// RunDNSPerf drives addr with file for d, with EDNS0 (-e), and parses
+// dnsperf's summary; the per-query latencies (-v) give the percentiles.
 func RunDNSPerf(ctx context.Context, tmpDir, port, file string, d time.Duration, extra []string) (PerfRun, error) {
+	return runDNSPerf(ctx, tmpDir, port, file, d, true, extra)
+}
+
+// runDNSPerf is RunDNSPerf with or without EDNS0: without it, a UDP answer
+// has 512 octets at most.
+func runDNSPerf(ctx context.Context, tmpDir, port, file string, d time.Duration, edns bool, extra []string) (PerfRun, error) {
 	out := filepath.Join(tmpDir, "dnsperf.out")
 	f, err := os.Create(out)
 	if err != nil {
 		return PerfRun{}, err
 	}
 	defer os.Remove(out)
-	args := []string{"-s", "127.0.0.1", "-p", port, "-d", file, "-l", strconv.Itoa(int(d.Seconds())), "-e", "-v", "-t", "1"}
+	args := []string{"-s", "127.0.0.1", "-p", port, "-d", file, "-l", strconv.Itoa(int(d.Seconds())), "-v", "-t", "1"}
+	if edns {
+		args = append(args, "-e")
+	}
 	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, "dnsperf", args...)
 	cmd.Stdout, cmd.Stderr = f, f

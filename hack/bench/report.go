@@ -98,6 +98,7 @@ func (r *Results) targets() []Target {
 	} else {
 		add("programming latency p99 (a)", "<= 50 ms", "-", nil)
 	}
+	r.shapingTargets(add)
 	tcWhat := fmt.Sprintf("headless SRV (%d endpoints) without TC at 4096 (a)", r.Options.Sizes.Endpoints*r.Options.Sizes.Clusters)
 	if c := r.Correctness["a"][KindHLSRV]; c != nil {
 		add(tcWhat, "no TC", fmt.Sprintf("%d of %d truncated, %d answers, %d bytes", c.TC, c.Total, c.MaxAnswers, c.MaxSize), b(c.TC == 0 && c.OK == c.Total))
@@ -172,6 +173,8 @@ func (r *Results) Markdown() string {
 		}
 		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k, q(a), q(bb), q(c), rt("a", "b"), rt("a", "c"), rt("b", "c"), lat(a), lat(bb), lat(c))
 	}
+
+	r.shapingMarkdown(p)
 
 	p("\n## Answers checked before measuring (sample of every kind, UDP EDNS0 4096, TCP on TC)\n\n")
 	p("| server | kind | right | TC at 4096 | largest UDP answer | answers / additional | note |\n|---|---|---:|---:|---:|---:|---|\n")

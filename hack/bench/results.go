@@ -30,6 +30,7 @@ type Results struct {
 	RSSAfterLoad map[string][2]int64            `json:"rss_after_load"`
 	Profiles     map[string][]string            `json:"profiles"`
 	MemStats     map[string]map[string]float64  `json:"memstats_mib"` // server@size -> Go runtime stats after sync
+	Shaping      *ShapingResult                 `json:"shaping,omitempty"`
 	Importer     *ImporterResult                `json:"importer,omitempty"`
 	GoBench      GoBench                        `json:"go_bench"`
 	Targets      []Target                       `json:"targets"`
@@ -182,6 +183,9 @@ func machine() Machine {
 // summarize computes medians per server and kind.
 func (r *Results) summarize() {
 	r.Summary = map[string]map[Kind]*PerfSum{}
+	if r.Shaping != nil {
+		r.Shaping.summarize(r.Options.Rounds)
+	}
 	type key struct {
 		id string
 		k  Kind

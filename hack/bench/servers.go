@@ -31,13 +31,22 @@ var serverLabels = map[string]string{
 	"a": "mcs",
 	"b": "kubernetes multicluster (peer)",
 	"c": "whoami (ceiling)",
+	// a+ runs only in the shaping phase: a with the answer-shaping options on.
+	"a+": "mcs, shaped (" + shapedOptions + ")",
 }
+
+// shapedOptions are the answer-shaping options of a+; east is the first
+// source cluster of every headless import of the fixture, so that half of
+// each answer is local.
+const shapedOptions = "cluster_id east, locality local-first, rotate"
 
 func corefile(id string, port, pprof int, kubeconfig, context string) string {
 	var body string
 	switch id {
 	case "a":
 		body = fmt.Sprintf("    mcs clusterset.local {\n        kubeconfig %s %s\n    }\n", kubeconfig, context)
+	case "a+":
+		body = fmt.Sprintf("    mcs clusterset.local {\n        kubeconfig %s %s\n        cluster_id %s\n        locality local-first\n        rotate\n    }\n", kubeconfig, context, clusterID(0))
 	case "b":
 		body = fmt.Sprintf("    kubernetes cluster.local clusterset.local {\n        kubeconfig %s %s\n        multicluster clusterset.local\n    }\n", kubeconfig, context)
 	case "c":
