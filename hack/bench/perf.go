@@ -61,18 +61,20 @@ func WriteQueryFiles(dir string, s Sizes, mixLines int) (map[Kind]string, error)
 
 // PerfRun is one dnsperf run against one server.
 type PerfRun struct {
-	Server    string             `json:"server"`
-	Kind      Kind               `json:"kind"`
-	Round     int                `json:"round"`
-	QPS       float64            `json:"qps"`
-	MeanMs    float64            `json:"mean_ms"`
-	P50Ms     float64            `json:"p50_ms"`
-	P99Ms     float64            `json:"p99_ms"`
-	Sent      int64              `json:"sent"`
-	Completed int64              `json:"completed"`
-	Lost      int64              `json:"lost"`
-	Rcodes    map[string]int64   `json:"rcodes"`
-	Extra     map[string]float64 `json:"-"`
+	Server    string           `json:"server"`
+	Kind      Kind             `json:"kind"`
+	Round     int              `json:"round"`
+	QPS       float64          `json:"qps"`
+	MeanMs    float64          `json:"mean_ms"`
+	P50Ms     float64          `json:"p50_ms"`
+	P99Ms     float64          `json:"p99_ms"`
+	Sent      int64            `json:"sent"`
+	Completed int64            `json:"completed"`
+	Lost      int64            `json:"lost"`
+	Rcodes    map[string]int64 `json:"rcodes"`
+	// RespSize is dnsperf's average response size in octets.
+	RespSize int                `json:"avg_response_size,omitempty"`
+	Extra    map[string]float64 `json:"-"`
 }
 
 // RunDNSPerf drives addr with file for d, with EDNS0 (-e), and parses
@@ -140,6 +142,10 @@ func parseDNSPerf(path string) (PerfRun, error) {
 				return "", false
 			}
 			return fs[0], true
+		}
+		if strings.HasPrefix(line, "Average packet size:") {
+			var req int
+			_, _ = fmt.Sscanf(line, "Average packet size: request %d, response %d", &req, &run.RespSize)
 		}
 		if v, ok := field("Queries sent:"); ok {
 			run.Sent, _ = strconv.ParseInt(v, 10, 64)

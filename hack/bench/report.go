@@ -137,7 +137,11 @@ func (r *Results) Markdown() string {
 		p("- Fixture %dx: %d ClusterSetIP + %d headless ServiceImports in %d namespaces; %d endpoints (%d per headless import per cluster, %d source clusters) in %d EndpointSlices; loaded (%d creates) in %.1f s.\n",
 			f.Scale, f.Sizes.Imports, f.Sizes.Headless, f.Sizes.Namespaces, f.Endpoints, f.Sizes.Endpoints, f.Sizes.Clusters, f.Slices, f.Objects, f.Seconds)
 	}
-	p("- Servers (one binary, `.:PORT`, no cache): a = `mcs clusterset.local`; b = `kubernetes cluster.local clusterset.local { multicluster clusterset.local }` (peer); c = `whoami` (ceiling).\n")
+	p("- Servers (one binary, `.:PORT`, no cache): a = `mcs clusterset.local`; b = `kubernetes cluster.local clusterset.local { multicluster clusterset.local }` (peer); c = `whoami` (ceiling).")
+	if r.Shaping != nil {
+		p(" Shaping phase: a+ = a with `%s`.", shapedOptions)
+	}
+	p("\n")
 	p("- dnsperf `-e -v %s`, %s per run, %d rounds; in every round each kind runs on a, b and c back to back (who goes first rotates). QPS and latency: medians over rounds; ratios: median of the per-round ratios (the three runs of a round are seconds apart, so the machine's drift cancels). p99 from dnsperf's per-query latencies (-v).\n\n", o.DNSPerfArgs, o.Duration, o.Rounds)
 	for id, why := range r.Unavailable {
 		p("**Server %s (%s) was not available:** `%s`\n\n", id, serverLabels[id], why)

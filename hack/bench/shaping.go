@@ -373,7 +373,7 @@ func (r *Results) shapingMarkdown(p func(string, ...any)) {
 		p("| %s | %s | %s | %s |\n", k, q("a", k), q("a+", k), rt("a+/a "+string(k)))
 	}
 	p("\nBig headless imports on a (one source cluster; the A query of the service name; a UDP answer is the largest subset of the endpoints that fits):\n\n")
-	p("| endpoints | EDNS0 4096: QPS | answers / octets | no EDNS: QPS | answers / octets |\n|---:|---:|---:|---:|---:|\n")
+	p("| endpoints | EDNS0: QPS | answers / octets (EDNS0 4096) | dnsperf's mean response, octets | no EDNS: QPS | answers / octets | dnsperf's mean response, octets |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 	ans := func(n int, edns bool) string {
 		for _, a := range sr.Answers {
 			if a.Endpoints == n && a.EDNS == edns {
@@ -386,9 +386,21 @@ func (r *Results) shapingMarkdown(p func(string, ...any)) {
 		}
 		return "-"
 	}
-	for _, n := range BigSizes {
-		p("| %d | %s | %s | %s | %s |\n", n, q("a", bigKind(n, true)), ans(n, true), q("a", bigKind(n, false)), ans(n, false))
+	size := func(k Kind) string {
+		var v []float64
+		for _, p := range sr.Perf {
+			if p.Server == "a" && p.Kind == k && p.RespSize > 0 {
+				v = append(v, float64(p.RespSize))
+			}
+		}
+		if len(v) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", median(v))
 	}
-	p("| %d / %d | %s | | %s | |\n", BigSizes[len(BigSizes)-1], BigSizes[0], rt(bigRatioName(true)), rt(bigRatioName(false)))
+	for _, n := range BigSizes {
+		p("| %d | %s | %s | %s | %s | %s | %s |\n", n, q("a", bigKind(n, true)), ans(n, true), size(bigKind(n, true)), q("a", bigKind(n, false)), ans(n, false), size(bigKind(n, false)))
+	}
+	p("| %d / %d | %s | | | %s | | |\n", BigSizes[len(BigSizes)-1], BigSizes[0], rt(bigRatioName(true)), rt(bigRatioName(false)))
 	p("\nIn every round each kind runs on a and a+ back to back (who goes first alternates), then each big import's query on a with and without EDNS0; ratios are the median of the per-round ratios. The big imports exist only during this phase.\n")
 }
