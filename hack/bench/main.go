@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -60,6 +61,9 @@ type Options struct {
 	Starts         int
 	ImporterArgs   string
 	ImporterFloor  bool
+	// MoreScales are further factors of start-up and RSS runs after the
+	// large one ("100"); none by default.
+	MoreScales string
 }
 
 func (o Options) phase(name string) bool {
@@ -79,6 +83,7 @@ const (
 	PhaseShaping  = "shaping"
 	PhaseStartup  = "startup"
 	Phase10x      = "10x"
+	PhaseSizes    = "sizes"
 	PhaseImporter = "importer"
 	PhaseGoBench  = "gobench"
 )
@@ -92,6 +97,7 @@ func main() {
 	flag.IntVar(&o.Sizes.Namespaces, "namespaces", 10, "namespaces the imports spread over")
 	flag.IntVar(&o.Sizes.SliceMax, "slice-size", 100, "endpoints per EndpointSlice at most")
 	flag.IntVar(&o.Scale, "scale", 10, "factor of the large run (memory and start-up); <= 1 skips it")
+	flag.StringVar(&o.MoreScales, "sizes", "", "comma-separated further factors of start-up and RSS runs after the large one, e.g. 100 (each loads the fixture up to its size; none by default)")
 	flag.IntVar(&o.Rounds, "rounds", 5, "rounds of a, b, c per query kind (medians are reported)")
 	flag.DurationVar(&o.Duration, "duration", 3*time.Second, "dnsperf run length (whole seconds)")
 	flag.IntVar(&o.MixLines, "mix-lines", 20000, "lines of the mixed query file")
@@ -110,7 +116,7 @@ func main() {
 	flag.BoolVar(&o.Profile, "profile", true, "take CPU and heap profiles of a and b under the mix, heap profiles after sync, and a CPU profile of the large start-up")
 	flag.DurationVar(&o.StartupProfile, "startup-profile", 8*time.Second, "length of the start-up CPU profile at the large size")
 	flag.IntVar(&o.Workers, "workers", 48, "parallel creates when loading fixtures")
-	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,shaping,startup,10x,importer,gobench")
+	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,shaping,startup,10x,sizes,importer,gobench")
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
 	flag.StringVar(&o.ExportType, "export-type", "headless", "importer: type of the exported Services, headless (answered: A = the endpoint's IP) or clustersetip (answered: NOERROR, since the importer may assign no VIP)")
 	flag.StringVar(&o.ImporterArgs, "importer-args", "", "importer: extra mcs-importer flags (default: its defaults)")
@@ -204,17 +210,38 @@ func run(o Options) int {
 	if o.phase(PhaseStartup) {
 		b.startupPhase(ctx, "1x", s1)
 	}
+	var scales []int
 	if o.Scale > 1 && o.phase(Phase10x) {
-		s10 := s1.Scaled(o.Scale)
-		t0 = time.Now()
-		n, err := loader.Load(ctx, s1, s10)
-		if err != nil {
-			b.note("loading the %dx fixture: %v", o.Scale, err)
-		} else {
-			res.Fixture = append(res.Fixture, FixtureLoad{Scale: o.Scale, Sizes: s10, Objects: n, Endpoints: s10.TotalEndpoints(), Slices: s10.TotalSlices(), Seconds: time.Since(t0).Seconds()})
-			logf("%dx fixture: %d more objects (%d endpoints in %d slices in all) in %s", o.Scale, n, s10.TotalEndpoints(), s10.TotalSlices(), time.Since(t0).Round(time.Millisecond))
-			b.startupPhase(ctx, fmt.Sprintf("%dx", o.Scale), s10)
+		scales = append(scales, o.Scale)
+	}
+	if o.MoreScales != "" && o.phase(PhaseSizes) {
+		for _, f := range strings.Split(o.MoreScales, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || v <= 1 {
+				b.note("-sizes: %q is not a factor above 1", f)
+				continue
+			}
+			scales = append(scales, v)
 		}
+	}
+	slices.Sort(scales)
+	scales = slices.Compact(scales)
+	loaded := s1
+	for _, f := range scales {
+		if ctx.Err() != nil {
+			break
+		}
+		sf := s1.Scaled(f)
+		t0 = time.Now()
+		n, err := loader.Load(ctx, loaded, sf)
+		if err != nil {
+			b.note("loading the %dx fixture: %v", f, err)
+			break
+		}
+		loaded = sf
+		res.Fixture = append(res.Fixture, FixtureLoad{Scale: f, Sizes: sf, Objects: n, Endpoints: sf.TotalEndpoints(), Slices: sf.TotalSlices(), Seconds: time.Since(t0).Seconds()})
+		logf("%dx fixture: %d more objects (%d endpoints in %d slices in all) in %s", f, n, sf.TotalEndpoints(), sf.TotalSlices(), time.Since(t0).Round(time.Millisecond))
+		b.startupPhase(ctx, fmt.Sprintf("%dx", f), sf)
 	}
 	set.Stop()
 	sets = nil

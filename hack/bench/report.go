@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -47,6 +48,7 @@ func (r *Results) medStartup(size, id string) (startMs float64, rss float64, ok 
 	return median(st.StartMs), median(rs), true
 }
 
+// sizes are the start-up sizes, smallest first ("1x" always).
 func (r *Results) sizes() []string {
 	out := []string{"1x"}
 	for s := range r.Startup {
@@ -54,6 +56,11 @@ func (r *Results) sizes() []string {
 			out = append(out, s)
 		}
 	}
+	factor := func(s string) int {
+		v, _ := strconv.Atoi(strings.TrimSuffix(s, "x"))
+		return v
+	}
+	slices.SortFunc(out, func(x, y string) int { return factor(x) - factor(y) })
 	return out
 }
 
