@@ -2,6 +2,7 @@ package dnswire
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 
@@ -91,6 +92,12 @@ func NewRing(qname string, qtype uint16, groups []RingGroup, o RingOptions) *Rin
 		return nil
 	}
 	g := &Ring{Name: qname, head: head, recLen: o.RecLen, perUnit: o.PerUnit, max: o.Max, rotate: o.Rotate}
+	if o.Rotate {
+		// Start anywhere: answers are rebuilt on every change of the
+		// service, and starting at 0 each time would favour the first
+		// endpoints under churn.
+		g.next.Store(rand.Uint32())
+	}
 	for _, gr := range groups {
 		if gr.n() > 0 {
 			g.groups = append(g.groups, gr)

@@ -29,9 +29,9 @@ import (
 // failed requests by resource, and tells how long the answers have been
 // cut off from the API (coredns_mcs_last_sync_age_seconds).
 type reachability struct {
-	down atomic.Bool
 	// lostAt is when the API server stopped answering (unix ns); 0 while
-	// it answers.
+	// it answers. One word, so that requests failing and succeeding at
+	// once cannot leave a "down" flag and the time disagreeing.
 	lostAt atomic.Int64
 }
 
@@ -77,8 +77,7 @@ func (r *reachability) wrap(rt http.RoundTripper) http.RoundTripper {
 		for attempt := 0; ; attempt++ {
 			resp, err := rt.RoundTrip(req)
 			if err == nil {
-				if r.down.CompareAndSwap(true, false) {
-					r.lostAt.Store(0)
+				if r.lostAt.Swap(0) != 0 {
 					log.Infof("the API server is reachable again")
 				}
 				return resp, nil
@@ -89,8 +88,7 @@ func (r *reachability) wrap(rt http.RoundTripper) http.RoundTripper {
 			if attempt == 0 {
 				watchErrors.WithLabelValues(resourceOf(req.URL.Path)).Inc()
 			}
-			if r.down.CompareAndSwap(false, true) {
-				r.lostAt.Store(time.Now().UnixNano())
+			if r.lostAt.CompareAndSwap(0, time.Now().UnixNano()) {
 				log.Warningf("cannot reach the API server; answers stay as they are until it is back: %v", err)
 			}
 			if !retry || !unreachable(err) {
