@@ -21,7 +21,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -35,6 +34,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/mcs-dns/mcs-dns/test/cluster"
+	"github.com/mcs-dns/mcs-dns/test/procs"
 )
 
 type options struct {
@@ -120,7 +120,7 @@ func runMode(ctx context.Context, o options, mode string) (modeRun, error) {
 	ports := make([]int, len(names))
 	specs := make([]cluster.Spec, len(names))
 	for i, n := range names {
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = procs.FindFreePort(); err != nil {
 			return modeRun{}, err
 		}
 		specs[i] = cluster.Spec{Name: n, ControlPlane: true, Exec: &cluster.Exec{WorkDir: out, Env: map[string]string{
@@ -353,21 +353,4 @@ func waitDNS(ctx context.Context, addr string) error {
 		}
 	}
 	return fmt.Errorf("no answer at %s within a minute", addr)
-}
-
-func freePort() (int, error) {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free port")
 }
