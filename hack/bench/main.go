@@ -84,6 +84,7 @@ const (
 	PhaseStartup  = "startup"
 	Phase10x      = "10x"
 	PhaseSizes    = "sizes"
+	PhaseRelist   = "relist"
 	PhaseImporter = "importer"
 	PhaseGoBench  = "gobench"
 )
@@ -116,7 +117,7 @@ func main() {
 	flag.BoolVar(&o.Profile, "profile", true, "take CPU and heap profiles of a and b under the mix, heap profiles after sync, and a CPU profile of the large start-up")
 	flag.DurationVar(&o.StartupProfile, "startup-profile", 8*time.Second, "length of the start-up CPU profile at the large size")
 	flag.IntVar(&o.Workers, "workers", 48, "parallel creates when loading fixtures")
-	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,shaping,startup,10x,sizes,importer,gobench")
+	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,shaping,startup,10x,relist,sizes,importer,gobench")
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
 	flag.StringVar(&o.ExportType, "export-type", "headless", "importer: type of the exported Services, headless (answered: A = the endpoint's IP) or clustersetip (answered: NOERROR, since the importer may assign no VIP)")
 	flag.StringVar(&o.ImporterArgs, "importer-args", "", "importer: extra mcs-importer flags (default: its defaults)")
@@ -211,7 +212,7 @@ func run(o Options) int {
 		b.startupPhase(ctx, "1x", s1)
 	}
 	var scales []int
-	if o.Scale > 1 && o.phase(Phase10x) {
+	if o.Scale > 1 && (o.phase(Phase10x) || o.phase(PhaseRelist)) {
 		scales = append(scales, o.Scale)
 	}
 	if o.MoreScales != "" && o.phase(PhaseSizes) {
@@ -241,7 +242,12 @@ func run(o Options) int {
 		loaded = sf
 		res.Fixture = append(res.Fixture, FixtureLoad{Scale: f, Sizes: sf, Objects: n, Endpoints: sf.TotalEndpoints(), Slices: sf.TotalSlices(), Seconds: time.Since(t0).Seconds()})
 		logf("%dx fixture: %d more objects (%d endpoints in %d slices in all) in %s", f, n, sf.TotalEndpoints(), sf.TotalSlices(), time.Since(t0).Round(time.Millisecond))
-		b.startupPhase(ctx, fmt.Sprintf("%dx", f), sf)
+		if f != o.Scale || o.phase(Phase10x) {
+			b.startupPhase(ctx, fmt.Sprintf("%dx", f), sf)
+		}
+		if f == o.Scale && o.phase(PhaseRelist) {
+			b.relistPhase(ctx, set.Clusters[0], fmt.Sprintf("%dx", f), sf)
+		}
 	}
 	set.Stop()
 	sets = nil

@@ -106,6 +106,7 @@ func (r *Results) targets() []Target {
 		add("programming latency p99 (a)", "<= 50 ms", "-", nil)
 	}
 	r.shapingTargets(add)
+	r.relistTargets(add)
 	tcWhat := fmt.Sprintf("headless SRV (%d endpoints) without TC at 4096 (a)", r.Options.Sizes.Endpoints*r.Options.Sizes.Clusters)
 	if c := r.Correctness["a"][KindHLSRV]; c != nil {
 		add(tcWhat, "no TC", fmt.Sprintf("%d of %d truncated, %d answers, %d bytes", c.TC, c.Total, c.MaxAnswers, c.MaxSize), b(c.TC == 0 && c.OK == c.Total))
@@ -251,6 +252,8 @@ func (r *Results) Markdown() string {
 		}
 		p("\n")
 	}
+
+	r.relistReport(p)
 
 	p("\n## DNS programming latency (EndpointSlice update acknowledged -> new answer over DNS)\n\n")
 	p("| server | updates | p50 | p99 | max | timeouts (10 s) |\n|---|---:|---:|---:|---:|---:|\n")

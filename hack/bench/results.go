@@ -31,6 +31,7 @@ type Results struct {
 	Profiles     map[string][]string            `json:"profiles"`
 	MemStats     map[string]map[string]float64  `json:"memstats_mib"` // server@size -> Go runtime stats after sync
 	Shaping      *ShapingResult                 `json:"shaping,omitempty"`
+	Relist       map[string]*RelistResult       `json:"relist,omitempty"` // server -> its forced relist at the large size
 	Importer     *ImporterResult                `json:"importer,omitempty"`
 	GoBench      GoBench                        `json:"go_bench"`
 	Targets      []Target                       `json:"targets"`

@@ -24,7 +24,9 @@ import (
 // Instead, a list or watch that cannot connect is retried here every
 // reconnectInterval until it connects or its context ends: the reflector
 // sees a slow request rather than an error, never backs off for an outage,
-// and resumes within reconnectInterval of the server's return. It logs once
+// and resumes within reconnectInterval of the server's return. A server
+// that is back but not serving every API yet (see starting) is retried the
+// same way, with a back-off of at most maxStartingInterval. It logs once
 // when the server becomes unreachable and once when it comes back, counts
 // failed requests by resource, and tells how long the answers have been
 // cut off from the API (coredns_mcs_last_sync_age_seconds).
@@ -37,6 +39,10 @@ type reachability struct {
 
 // reconnectInterval is how often a request that cannot connect is retried.
 const reconnectInterval = 250 * time.Millisecond
+
+// maxStartingInterval bounds the back-off of requests that a starting API
+// server turns away (see starting).
+const maxStartingInterval = time.Second
 
 // age is how long the answers have gone without the API server: 0 while
 // it answers, else the time since it stopped.
@@ -74,13 +80,21 @@ func (r *reachability) wrap(rt http.RoundTripper) http.RoundTripper {
 		// Lists and watches only: discovery has no context to end it on
 		// a reload, and its caller retries on its own.
 		retry := req.Method == http.MethodGet && (req.Body == nil || req.Body == http.NoBody) && resourceOf(req.URL.Path) != "discovery"
+		backoff := reconnectInterval
 		for attempt := 0; ; attempt++ {
 			resp, err := rt.RoundTrip(req)
+			reason := err
 			if err == nil {
-				if r.lostAt.Swap(0) != 0 {
-					log.Infof("the API server is reachable again")
+				if !retry || !starting(resp) {
+					if r.lostAt.Swap(0) != 0 {
+						log.Infof("the API server is reachable again")
+					}
+					if retry && resp.StatusCode == http.StatusOK && fullList(req) {
+						lists.WithLabelValues(resourceOf(req.URL.Path)).Inc()
+					}
+					return resp, nil
 				}
-				return resp, nil
+				reason = fmt.Errorf("the API server is starting (%s)", resp.Status)
 			}
 			if req.Context().Err() != nil {
 				return resp, err // we are stopping
@@ -89,20 +103,54 @@ func (r *reachability) wrap(rt http.RoundTripper) http.RoundTripper {
 				watchErrors.WithLabelValues(resourceOf(req.URL.Path)).Inc()
 			}
 			if r.lostAt.CompareAndSwap(0, time.Now().UnixNano()) {
-				log.Warningf("cannot reach the API server; answers stay as they are until it is back: %v", err)
+				log.Warningf("cannot reach the API server; answers stay as they are until it is back: %v", reason)
 			}
-			if !retry || !unreachable(err) {
+			wait := reconnectInterval
+			switch {
+			case err == nil: // turned away by a starting server
+				drain(resp)
+				wait, backoff = backoff, min(2*backoff, maxStartingInterval)
+			case !retry || !unreachable(err):
 				return resp, err
 			}
-			t := time.NewTimer(reconnectInterval)
+			t := time.NewTimer(wait)
 			select {
 			case <-req.Context().Done():
 				t.Stop()
-				return nil, err
+				return nil, reason
 			case <-t.C:
 			}
 		}
 	})
+}
+
+// starting reports a response that says the server is up but cannot
+// serve the request yet. A restarted kube-apiserver answers the resources
+// of CRDs (ServiceImports) with 503 and Retry-After: 5 until their
+// handlers are installed, which takes well under a second; client-go
+// would wait the whole 5 s before it asks again.
+func starting(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusServiceUnavailable
+}
+
+// fullList reports a request that reads a resource's whole state: a list,
+// or a watch that starts with it (sendInitialEvents, client-go's
+// watch-list). A reflector makes one at start, and another when its watch
+// expired (410 Gone, after an etcd compaction or an API server restart)
+// or failed.
+func fullList(req *http.Request) bool {
+	q := req.URL.Query()
+	if q.Get("watch") == "true" {
+		return q.Get("sendInitialEvents") == "true"
+	}
+	return q.Get("continue") == "" // a list's later pages are the same read
+}
+
+// drain reads what is left of a response body (so that its connection can
+// be reused) and closes it.
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

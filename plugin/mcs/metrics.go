@@ -52,6 +52,13 @@ var (
 		Help:      "How long the answers have been served without the API server: 0 while it answers, else the seconds since it last did (the largest over the plugin's connections).",
 	}, lastSyncAge)
 
+	lists = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "mcs",
+		Name:      "lists_total",
+		Help:      "Reads of a resource's whole state from the API server (a list, or a watch that starts with the state), by resource: one at start, one more each time a watch expired (410 Gone) or failed.",
+	}, []string{"resource"})
+
 	watchErrors = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: "mcs",

@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -26,10 +29,11 @@ import (
 
 // TestAPIServerOutage stops the kube-apiserver the plugin watches (the
 // real process; etcd keeps running) for 30 s (MCS_DNS_OUTAGE overrides),
-// writes while it restarts, and checks that the plugin answers from its
-// last good state throughout (no SERVFAIL, still ready), says how stale
-// that state is, and serves the changes once the API server is back,
-// without a CoreDNS restart.
+// compacts etcd meanwhile (so the plugin's watches can only resume with a
+// relist: 410 Gone), writes while it restarts, and checks that the plugin
+// answers from its last good state throughout (no SERVFAIL, still ready),
+// says how stale that state is, relists, and serves the changes once the
+// API server is back, without a CoreDNS restart.
 func TestAPIServerOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server")
@@ -99,8 +103,19 @@ func TestAPIServerOutage(t *testing.T) {
 		}
 	}()
 
+	// The resource version the plugin's watches resume from, at most.
+	before, err := c.Kube.DiscoveryV1().EndpointSlices("").List(ctxT(t), metav1.ListOptions{})
+	require.NoError(t, err)
+	listsBefore := map[string]float64{}
+	for _, res := range []string{"serviceimports", "endpointslices"} {
+		listsBefore[res] = testutil.ToFloat64(lists.WithLabelValues(res))
+	}
+
 	require.NoError(t, c.StopAPIServer())
 	down := time.Now()
+	rev, err := c.CompactEtcd(ctxT(t))
+	require.NoError(t, err)
+	t.Logf("etcd compacted at revision %d; the plugin last saw %s at most", rev, before.ResourceVersion)
 	notReady := 0
 	for time.Since(down) < outage {
 		if code, _ := httpGet("http://" + readyAddr + "/ready"); code != http.StatusOK {
@@ -118,7 +133,7 @@ func TestAPIServerOutage(t *testing.T) {
 	// Changes right away, while the plugin is still cut off (its watches
 	// come back with backoff).
 	createImport(t, c, "demo", "new", mcsv1beta1.ClusterSetIP, []string{"10.96.50.2"}, false, port("http", tcp, 80))
-	_, err := c.Kube.DiscoveryV1().EndpointSlices("demo").Update(ctxT(t), &discoveryv1.EndpointSlice{
+	_, err = c.Kube.DiscoveryV1().EndpointSlices("demo").Update(ctxT(t), &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: "db-east", Labels: sliceLabels("db", "east")},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{endpoint("db-0", ptr.To(true), "10.1.0.1")},
@@ -150,6 +165,22 @@ func TestAPIServerOutage(t *testing.T) {
 	t.Logf("changes written %s after the API server was back; served %s after they were written",
 		written.Sub(back).Round(time.Millisecond), time.Since(written).Round(time.Millisecond))
 	assert.Eventually(t, func() bool { return lastSyncAge() < 5 }, 30*time.Second, 100*time.Millisecond, "staleness back to fresh")
+
+	// The compaction is real: a watch from where the plugin was ends with
+	// 410 Gone, so the plugin has read each resource whole again.
+	w, err := c.Kube.DiscoveryV1().EndpointSlices("").Watch(ctxT(t), metav1.ListOptions{ResourceVersion: before.ResourceVersion})
+	if err == nil {
+		ev := <-w.ResultChan()
+		w.Stop()
+		require.Equal(t, watch.Error, ev.Type, "a watch from before the compaction")
+		err = apierrors.FromObject(ev.Object)
+	}
+	assert.True(t, apierrors.IsResourceExpired(err) || apierrors.IsGone(err), "a watch from before the compaction: %v", err)
+	for res, n := range listsBefore {
+		relists := testutil.ToFloat64(lists.WithLabelValues(res)) - n
+		t.Logf("%s read whole %v times after the restart", res, relists)
+		assert.GreaterOrEqual(t, relists, 1.0, "%s relisted", res)
+	}
 }
 
 func sliceLabels(svc, clusterID string) map[string]string {
