@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -416,6 +417,45 @@ func TestKubectlMCS(t *testing.T) {
 		code, _, errOut = kubectl("explain", "web.shop.svc.example.org", "--kubeconfig", set.Kubeconfig, "--in", "north", "--corefile", lf)
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "no mcs stanza of --corefile "+lf+" serves web.shop.svc.example.org. (its mcs stanzas serve: clusterset.local. at line 3)")
+	})
+
+	t.Run("through kubectl", func(t *testing.T) {
+		// The real kubectl finds the built plugin on $PATH and runs it.
+		assets, err := cluster.AssetsDir()
+		require.NoError(t, err)
+		kubectlBin := filepath.Join(assets, "kubectl")
+		if _, err := os.Stat(kubectlBin); err != nil {
+			t.Skipf("no kubectl in %s (make tools builds it; a folder of your own needs one): %v", assets, err)
+		}
+		pathDir := t.TempDir()
+		require.NoError(t, os.Symlink(procs.KubectlMCSBinary(t), filepath.Join(pathDir, "kubectl-mcs")))
+		run := func(args ...string) string {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, kubectlBin, args...)
+			// Only the plugin on $PATH; the kubeconfig from $KUBECONFIG,
+			// which kubectl passes on to the plugin with the rest of its
+			// environment.
+			cmd.Env = append(os.Environ(), "PATH="+pathDir, "HOME="+t.TempDir(), "KUBECONFIG="+set.Kubeconfig)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "kubectl %v:\n%s", args, out)
+			return string(out)
+		}
+		out := run("plugin", "list")
+		assert.Contains(t, out, "The following compatible plugins are available:")
+		assert.Contains(t, out, filepath.Join(pathDir, "kubectl-mcs"))
+		assert.NotContains(t, out, "warning")
+
+		out = run("mcs", "status", "--contexts", members)
+		assert.Regexp(t, `SERVICE +TYPE +EXPORTS +EAST +WEST +NORTH +PROBLEMS`, out)
+		assert.Regexp(t, `shop/db +Headless +east:ok north-1:ok +headless eps:east=1,north-1=1 `, out)
+
+		out = run("mcs", "explain", "_http._tcp.db.shop.svc.clusterset.local", "--contexts", members, "--in", "east", "--dns", b.dns, "--locality", "none")
+		assert.Contains(t, out, "_http._tcp.db.shop.svc.clusterset.local. SRV in east (cluster east)")
+		assert.Contains(t, out, "Shaping: locality none, no cluster ID")
+		assert.Contains(t, out, "  _http._tcp.db.shop.svc.clusterset.local. SRV 0 50 80 db-0.east.db.shop.svc.clusterset.local.\n")
+		assert.Contains(t, out, "CoreDNS at "+b.dns+" agrees: NOERROR")
 	})
 
 	t.Run("errors", func(t *testing.T) {
