@@ -161,10 +161,9 @@ type computed struct {
 // shapedAnswer computes the records of qtype at node as the plugin's
 // handler does (answers.Set.Shapes, Ring): full is the set built without
 // max_answers, cut the one built with it (the same set when there is
-// none). Rotation is left out: it only turns the order from query to
-// query.
-// base is the service's name in the first zone (where PTR targets are)
-// and id the cluster ID.
+// none), each with its node of the name. Rotation is left out: it only
+// turns the order from query to query. base is the service's name in the
+// first zone (where PTR targets are) and id the cluster ID.
 func shapedAnswer(full, cut *answers.Set, fullNode, cutNode *answers.Node, zone int, qname string, qtype uint16, base, id string) computed {
 	var c computed
 	c.answer, c.extra = ringRecords(cut, cutNode, zone, qname, qtype)
