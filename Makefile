@@ -27,7 +27,7 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build kube-apiserver, kube-controller-manager, etcd and kwok into .cache/k8s/ and staticcheck into .cache/tools/ (once; 10-20 min cold)
+tools: ## Build kube-apiserver, kube-controller-manager, etcd, kwok and kubectl into .cache/k8s/ and staticcheck into .cache/tools/ (once; 10-20 min cold)
 	@hack/tools.sh
 
 .PHONY: apt

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds (once) the real kube-apiserver, kube-controller-manager, etcd and
-# kwok the tests, the demo and the conformance run use, and staticcheck.
+# kwok the tests, the demo and the conformance run use, the real kubectl
+# the plugin's test runs `kubectl mcs` with, and staticcheck.
 # Everything comes from the Go module proxy; a second run does nothing.
 set -euo pipefail
 # The Debian packages (dig, nslookup, dnsperf) are hack/apt.sh's job;
@@ -35,6 +36,12 @@ have_kwok() {
 	[ -x "$dest/kwok" ] && v=$("$dest/kwok" --version 2>/dev/null) && grep -q "$KWOK_VERSION" <<<"$v"
 }
 KWOK_VERSION=v0.8.0
+# kubectl --version is not a flag: `kubectl version --client` prints
+# "Client Version: v1.37.2" (and a Kustomize line) without a server.
+have_kubectl() {
+	local v
+	[ -x "$dest/kubectl" ] && v=$("$dest/kubectl" version --client 2>/dev/null) && grep -qx "Client Version: v$K8S_VERSION" <<<"$v"
+}
 
 build() { # build <package> <binary> [ldflags] [module folder]
 	local pkg=$1 bin=$2 ldflags=${3:-} module=${4:-$tools_module}
@@ -98,6 +105,18 @@ else
 		done >"$dest/.kwok-stages.yaml.tmp"
 		mv "$dest/.kwok-stages.yaml.tmp" "$dest/kwok-stages.yaml"
 	fi
+fi
+
+# kubectl, for the one test that runs `kubectl mcs` through kubectl
+# itself. In a folder of the user's own a missing kubectl fails nothing:
+# that test skips, saying so, and every other test runs.
+if [ "$dest" != "$default_dest" ]; then
+	[ -x "$dest/kubectl" ] || log "MCS_DNS_K8S_ASSETS=$dest has no kubectl: the test that runs \`kubectl mcs\` through it skips"
+elif have_kubectl; then
+	log "kubectl v$K8S_VERSION: present in $dest"
+else
+	log "building kubectl v$K8S_VERSION from source (first time: 2-4 minutes on 2 cores)"
+	build k8s.io/kubernetes/cmd/kubectl kubectl "$k8s_ldflags"
 fi
 
 if [ "$dest" != "$default_dest" ]; then

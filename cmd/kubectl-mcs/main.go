@@ -4,10 +4,13 @@
 //
 //	go install github.com/mcs-dns/mcs-dns/cmd/kubectl-mcs@latest
 //
-// and kubectl finds it on $PATH as `kubectl mcs`:
+// (or `make build` and put bin/ on $PATH), and kubectl finds it on $PATH
+// as `kubectl mcs` (`kubectl plugin list` shows it):
 //
 //	kubectl mcs status [SERVICE] [--kubeconfig F] [--contexts a,b,c] [-n NS] [-o table|json|yaml]
-//	kubectl mcs explain NAME [TYPE] --in CONTEXT [--dns ADDR] [--endpointslice-managers M,...]
+//	kubectl mcs explain NAME [TYPE] --in CONTEXT [--dns ADDR] [--corefile FILE]
+//	    [--cluster-id ID] [--locality local-first|none|default] [--max-answers N]
+//	    [--endpointslice-managers M,...] [--zone ZONE]
 //
 // status shows, per exported service, each export's conditions, each
 // member's ServiceImport and the ready endpoints it mirrors per source
@@ -15,7 +18,11 @@
 // invalid export, member unreachable). explain shows the objects that
 // decide one clusterset.local name's answer in one member, the answer the
 // plugin's own code computes from them, why it is empty, and with --dns
-// whether that member's CoreDNS agrees. The logic is internal/mcsctl.
+// whether that member's CoreDNS agrees. It shapes the answer as that
+// CoreDNS does (local-first, max_answers) when --corefile names its
+// Corefile, whose mcs stanza it reads with the plugin's own parser, or
+// with --cluster-id, --locality and --max-answers. The logic is
+// internal/mcsctl.
 package main
 
 import (

@@ -144,7 +144,7 @@ func runMode(ctx context.Context, o options, mode string) (modeRun, error) {
 	if mode == "clusterset-cidr" {
 		args = append(args, "--clusterset-cidr", "10.250.0.0/16,fd00:250::/112")
 	}
-	imp, err := start(ctx, filepath.Join(o.bin, "mcs-importer"), filepath.Join(out, "mcs-importer.log"), args...)
+	imp, err := procs.Launch("mcs-importer", filepath.Join(out, "mcs-importer.log"), append([]string{filepath.Join(o.bin, "mcs-importer")}, args...)...)
 	if err != nil {
 		return modeRun{}, err
 	}
@@ -167,7 +167,7 @@ func runMode(ctx context.Context, o options, mode string) (modeRun, error) {
 `, ports[i], kubeconfig, n, kubeconfig, n)), 0o644); err != nil {
 			return modeRun{}, err
 		}
-		p, err := start(ctx, filepath.Join(o.bin, "coredns"), filepath.Join(out, "coredns-"+n+".log"), "-conf", corefile)
+		p, err := procs.Launch("coredns-"+n, filepath.Join(out, "coredns-"+n+".log"), filepath.Join(o.bin, "coredns"), "-conf", corefile)
 		if err != nil {
 			return modeRun{}, err
 		}
@@ -304,37 +304,9 @@ host, where ` + "`hack/conformance/bin/nslookup`" + ` asks that member's CoreDNS
 
 func escape(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
 
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func start(ctx context.Context, bin, logPath string, args ...string) (*proc, error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	return p, nil
-}
-
-func stopProc(p *proc) {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
+// stopProc stops p's process group (SIGTERM, SIGKILL after 10 s); how it
+// exited does not matter here, its log has it.
+func stopProc(p *procs.Process) { _ = p.Stop() }
 
 // waitDNS waits until a CoreDNS answers for clusterset.local.
 func waitDNS(ctx context.Context, addr string) error {

@@ -38,6 +38,15 @@ type ExplainReport struct {
 	Rcode  string   `json:"rcode"`
 	Answer []string `json:"answer"`
 	Extra  []string `json:"extra,omitempty"`
+	// Local are the records of Answer of this cluster's endpoints, which
+	// a local-first answer lists first (SRV: with priority 0).
+	Local []string `json:"local,omitempty"`
+	// All is every record the name answers with when max_answers cuts
+	// Answer to fewer (a rotating CoreDNS answers with others of them).
+	All []string `json:"all,omitempty"`
+	// Shaping is how the answer is shaped: as --corefile's stanza and
+	// the flags say.
+	Shaping *ShapingInfo `json:"shaping,omitempty"`
 	// Reasons say why the answer is NXDOMAIN or empty.
 	Reasons []string  `json:"reasons,omitempty"`
 	DNS     *DNSCheck `json:"dns,omitempty"`
@@ -93,6 +102,9 @@ type DNSCheck struct {
 	// Subset: the server answered with some of the computed records (a
 	// headless answer cut to max_answers or to 64 KiB), all of them right.
 	Subset bool `json:"subset,omitempty"`
+	// Order, when set, says how the server's order differs from a
+	// local-first answer's.
+	Order string `json:"order,omitempty"`
 }
 
 // The zones the plugin serves by default; --zone mirrors a Corefile that
@@ -123,10 +135,14 @@ func runExplain(ctx context.Context, o *Options, args []string, stdout, stderr i
 		return fmt.Errorf("usage: kubectl mcs explain NAME [TYPE] --in CONTEXT")
 	}
 	qname := dnsname.Lower(dns.Fqdn(args[0]))
-	zone := dnsname.Lower(dns.Fqdn(o.Zone))
+	ac, err := resolveConfig(o, qname, stderr)
+	if err != nil {
+		return err
+	}
 	reverse := dnsname.Match(qname, reverseZones) >= 0
-	if !reverse && !dnsname.InZone(qname, zone) {
-		return fmt.Errorf("%s is not in %s or a reverse zone (in-addr.arpa, ip6.arpa)", qname, zone)
+	zi := dnsname.Match(qname, ac.zones)
+	if !reverse && zi < 0 {
+		return fmt.Errorf("%s is not in %s or a reverse zone (in-addr.arpa, ip6.arpa)", qname, strings.Join(ac.zones, ", "))
 	}
 	qtype := dns.TypeA
 	switch {
@@ -176,11 +192,12 @@ func runExplain(ctx context.Context, o *Options, args []string, stdout, stderr i
 			fmt.Fprintf(stderr, "warning: %v (its ServiceExports are not known)\n", m.Err)
 		}
 	}
-	rep := &ExplainReport{Name: qname, Type: dns.TypeToString[qtype], Context: in, Cluster: target.ID, Answer: []string{}}
+	ac.learnClusterID(ctx, o, target)
+	rep := &ExplainReport{Name: qname, Type: dns.TypeToString[qtype], Context: in, Cluster: target.ID, Answer: []string{}, Shaping: &ac.info}
 	if reverse {
-		err = explainPTR(ctx, o, target, rep, qname)
+		err = explainPTR(ctx, o, ac, target, rep, qname)
 	} else {
-		err = explainForward(ctx, o, ms, target, rep, qname, zone, qtype)
+		err = explainForward(ctx, o, ac, ms, target, rep, qname, zi, qtype)
 	}
 	if err != nil {
 		return err
@@ -266,9 +283,9 @@ func untrusted(managers []string, manager string) string {
 // build turns the objects into an Index exactly as the plugin's answer
 // builder does: a rejected import answers nothing; only served slices
 // count.
-func build(objs map[string]*serviceObjects, zone string) *answers.Index {
+func build(objs map[string]*serviceObjects, zones []string, sh answers.Shaping) *answers.Index {
 	ix := answers.NewIndex(ttl)
-	cfg := answers.Config{Zones: []string{zone}, TTL: ttl}
+	cfg := answers.Config{Zones: zones, TTL: ttl, Shaping: &sh}
 	for _, so := range objs {
 		if so.cimp == nil || so.cimp.Err != nil {
 			continue
@@ -284,7 +301,8 @@ func build(objs map[string]*serviceObjects, zone string) *answers.Index {
 	return ix
 }
 
-func explainForward(ctx context.Context, o *Options, ms []*member, m *member, rep *ExplainReport, qname, zone string, qtype uint16) error {
+func explainForward(ctx context.Context, o *Options, ac *answerConfig, ms []*member, m *member, rep *ExplainReport, qname string, zi int, qtype uint16) error {
+	zone := ac.zones[zi]
 	n := dnsname.Parse(qname, zone)
 	switch n.Kind {
 	case dnsname.Unknown:
@@ -301,7 +319,16 @@ func explainForward(ctx context.Context, o *Options, ms []*member, m *member, re
 	if err != nil {
 		return err
 	}
-	ix := build(objs, zone)
+	// Rotation only turns the order from query to query: the answer
+	// shown is the first turn. max_answers cuts it; full is the whole.
+	sh := ac.shaping
+	sh.Rotate = false
+	cut := build(objs, ac.zones, sh)
+	ix := cut
+	if sh.MaxAnswers > 0 {
+		sh.MaxAnswers = 0
+		ix = build(objs, ac.zones, sh)
+	}
 	if n.Kind == dnsname.Namespace {
 		rep.Rcode = "NOERROR"
 		if ix.ResolveNamespace(n.Namespace) == answers.NXDomain {
@@ -317,15 +344,20 @@ func explainForward(ctx context.Context, o *Options, ms []*member, m *member, re
 			rep.Slices = append(rep.Slices, s.info)
 		}
 	}
-	switch found, _, node := ix.ResolveService(n.Key, n.Prefix, 0, qtype); found {
+	switch found, set, node := ix.ResolveService(n.Key, n.Prefix, zi, qtype); found {
 	case answers.NXDomain:
 		rep.Rcode = dns.RcodeToString[dns.RcodeNameError]
 	case answers.NoData:
 		rep.Rcode = "NOERROR"
 	default:
 		rep.Rcode = "NOERROR"
-		ans, extra := node.Records(qtype)
-		rep.Answer, rep.Extra = render(ans), render(extra)
+		_, cset, cnode := cut.ResolveService(n.Key, n.Prefix, zi, qtype)
+		c := shapedAnswer(set, cset, node, cnode, zi, qname, qtype, n.Key+".svc."+ac.zones[0], ac.shaping.ClusterID)
+		rep.Answer, rep.Extra, rep.Local = render(c.answer), render(c.extra), render(c.local)
+		if all := render(c.all); !slices.Equal(all, rep.Answer) {
+			rep.All = all
+		}
+		rep.Shaping.LocalFirst = set.LocalFirst()
 	}
 	rep.Export = exportsOf(ctx, ms, n.Namespace, n.Service)
 	if len(rep.Answer) == 0 {
@@ -515,12 +547,12 @@ func forwardReasons(rep *ExplainReport, m *member, so *serviceObjects, set *answ
 	return r
 }
 
-func explainPTR(ctx context.Context, o *Options, m *member, rep *ExplainReport, qname string) error {
+func explainPTR(ctx context.Context, o *Options, ac *answerConfig, m *member, rep *ExplainReport, qname string) error {
 	objs, err := readObjects(ctx, o, m, o.Namespace)
 	if err != nil {
 		return err
 	}
-	ix := build(objs, dnsname.Lower(dns.Fqdn(o.Zone)))
+	ix := build(objs, ac.zones, ac.shaping)
 	switch found, targets := ix.ResolveReverse(qname, dns.TypePTR); found {
 	case answers.Records:
 		rep.Rcode = "NOERROR"
@@ -582,9 +614,16 @@ func reverseOf(ip netip.Addr) string {
 	return strings.ToLower(r)
 }
 
-// render gives records as "owner TYPE rdata" without TTL and class, so
-// that answers of two sources compare.
+// render gives records as "owner TYPE rdata" without TTL and class,
+// sorted, so that answers of two sources compare.
 func render(rrs []dns.RR) []string {
+	out := renderOrdered(rrs)
+	slices.Sort(out)
+	return out
+}
+
+// renderOrdered renders rrs as render does, in their order.
+func renderOrdered(rrs []dns.RR) []string {
 	out := []string{}
 	for _, rr := range rrs {
 		if rr.Header().Rrtype == dns.TypeOPT {
@@ -593,7 +632,6 @@ func render(rrs []dns.RR) []string {
 		f := strings.SplitN(rr.String(), "\t", 5)
 		out = append(out, strings.ToLower(f[0])+" "+dns.TypeToString[rr.Header().Rrtype]+" "+strings.ToLower(f[len(f)-1]))
 	}
-	slices.Sort(out)
 	return out
 }
 
@@ -616,9 +654,33 @@ func checkDNS(server, qname string, qtype uint16, rep *ExplainReport) *DNSCheck 
 	c.Rcode = dns.RcodeToString[r.Rcode]
 	c.Answer = render(r.Answer)
 	c.Agrees = c.Rcode == rep.Rcode && slices.Equal(c.Answer, rep.Answer)
-	if !c.Agrees && c.Rcode == rep.Rcode && len(c.Answer) > 0 && len(c.Answer) < len(rep.Answer) {
-		c.Subset = !slices.ContainsFunc(c.Answer, func(a string) bool { return !slices.Contains(rep.Answer, a) })
+	// A rotating server cut to max_answers answers with others of all
+	// the records; one cut to 64 KiB, with fewer.
+	pool := rep.Answer
+	if rep.All != nil {
+		pool = rep.All
+	}
+	if !c.Agrees && c.Rcode == rep.Rcode && len(c.Answer) > 0 && len(c.Answer) < len(pool) {
+		c.Subset = !slices.ContainsFunc(c.Answer, func(a string) bool { return !slices.Contains(pool, a) })
 		c.Agrees = c.Subset
+	}
+	// Local-first: no record of this cluster's endpoints after another.
+	if c.Agrees && len(rep.Local) > 0 {
+		remote := ""
+		for _, a := range renderOrdered(r.Answer) {
+			switch {
+			case !slices.Contains(rep.Local, a):
+				if remote == "" {
+					remote = a
+				}
+			case remote != "":
+				c.Order = fmt.Sprintf("not local-first: %s (this cluster's) comes after %s", a, remote)
+				c.Agrees = false
+			}
+			if c.Order != "" {
+				break
+			}
+		}
 	}
 	return c
 }
@@ -657,9 +719,25 @@ func printExplain(w io.Writer, rep *ExplainReport) {
 			fmt.Fprintf(w, "  %s hostname=%s ready=%v\n", strings.Join(ep.Addresses, ","), orDash(ep.Hostname), ep.Ready)
 		}
 	}
+	if sh := rep.Shaping; sh != nil {
+		fmt.Fprintf(w, "\nShaping%s: %s\n", orEmpty(" (mcs stanza at ", sh.Corefile, ")"), shapingString(sh))
+	}
 	fmt.Fprintf(w, "\nAnswer (the plugin's code on these objects): %s\n", rep.Rcode)
-	for _, a := range rep.Answer {
-		fmt.Fprintf(w, "  %s\n", a)
+	// Local-first: this cluster's endpoints first, as the plugin lists them.
+	for _, local := range []bool{true, false} {
+		for _, a := range rep.Answer {
+			if slices.Contains(rep.Local, a) != local {
+				continue
+			}
+			if local {
+				fmt.Fprintf(w, "  %s   (local, first)\n", a)
+			} else {
+				fmt.Fprintf(w, "  %s\n", a)
+			}
+		}
+	}
+	if len(rep.All) > 0 {
+		fmt.Fprintf(w, "  (max_answers %d: %d records in all; a rotating server answers with others of them)\n", rep.Shaping.MaxAnswers, len(rep.All))
 	}
 	for _, a := range rep.Extra {
 		fmt.Fprintf(w, "  (additional) %s\n", a)
@@ -680,6 +758,9 @@ func printExplain(w io.Writer, rep *ExplainReport) {
 			fmt.Fprintf(w, "\nCoreDNS at %s agrees: %s\n", d.Server, d.Rcode)
 		default:
 			fmt.Fprintf(w, "\nCoreDNS at %s DISAGREES: %s\n", d.Server, d.Rcode)
+			if d.Order != "" {
+				fmt.Fprintf(w, "  %s\n", d.Order)
+			}
 			for _, a := range d.Answer {
 				fmt.Fprintf(w, "  %s\n", a)
 			}
@@ -695,4 +776,31 @@ func condString(c *condition) string {
 		return c.Status
 	}
 	return c.Status + "(" + c.Reason + ")"
+}
+
+// shapingString is sh in the Corefile's words.
+func shapingString(sh *ShapingInfo) string {
+	parts := []string{"locality " + sh.Locality}
+	if sh.ClusterID != "" {
+		parts = append(parts, fmt.Sprintf("cluster ID %s (%s)", sh.ClusterID, sh.ClusterIDFrom))
+	} else {
+		parts = append(parts, "no cluster ID"+orEmpty(" (", sh.ClusterIDFrom, ")"))
+	}
+	if sh.Rotate {
+		parts = append(parts, "rotate (the answer shown is one turn)")
+	}
+	if sh.MaxAnswers > 0 {
+		parts = append(parts, fmt.Sprintf("max_answers %d", sh.MaxAnswers))
+	}
+	if sh.LocalFirst {
+		parts = append(parts, "this answer is local-first")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func orEmpty(prefix, s, suffix string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s + suffix
 }

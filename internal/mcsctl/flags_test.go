@@ -18,6 +18,8 @@ clusters: [{name: a, cluster: {server: "https://127.0.0.1:1"}}]
 users: [{name: a, user: {}}]
 contexts: [{name: east, context: {cluster: a, user: a}}, {name: west, context: {cluster: a, user: a}}]
 `), 0o600))
+	corefile := filepath.Join(t.TempDir(), "Corefile")
+	require.NoError(t, os.WriteFile(corefile, []byte("clusterset.local {\n    mcs {\n        max_answers 0\n    }\n}\n"), 0o600))
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -32,6 +34,11 @@ contexts: [{name: east, context: {cluster: a, user: a}}, {name: west, context: {
 		{[]string{"explain", "web.demo.svc.example.org", "--kubeconfig", kc, "--in", "east"}, 1, "web.demo.svc.example.org. is not in clusterset.local."},
 		{[]string{"explain", "web.demo.svc.clusterset.local", "BOGUS", "--kubeconfig", kc, "--in", "east"}, 1, `unknown record type "BOGUS"`},
 		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "north"}, 1, `no context "north"`},
+		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--locality", "near"}, 1, `--locality: locality "near" is neither local-first nor none (or default)`},
+		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--max-answers", "5000"}, 1, `--max-answers: max_answers "5000" is not a number in 1..4096`},
+		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--cluster-id", "Not_One"}, 1, `--cluster-id: cluster ID "Not_One" is not a DNS subdomain`},
+		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--corefile", "/nonexistent/Corefile"}, 1, `--corefile: open /nonexistent/Corefile: no such file or directory`},
+		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--corefile", corefile}, 1, `--corefile: ` + corefile + `:3 - Error during parsing: max_answers "0" is not a number in 1..4096`},
 	} {
 		code, out, errOut := kubectl(tc.args...)
 		assert.Equal(t, tc.code, code, "%v", tc.args)

@@ -44,6 +44,18 @@ type Options struct {
 	Managers []string
 	// Zone is the forward zone the plugin serves.
 	Zone string
+	// Corefile, when set, is the Corefile of the CoreDNS explained: its
+	// mcs stanza gives the zones, endpointslice_managers and answer
+	// shaping, unless the flags below (or Managers, Zone) are given.
+	Corefile string
+	// ClusterID, Locality and MaxAnswers mirror the stanza's cluster_id,
+	// locality and max_answers.
+	ClusterID  string
+	Locality   string
+	MaxAnswers int
+
+	// explicit are the flags given on the command line.
+	explicit map[string]bool
 }
 
 const usage = `kubectl mcs: the state of a Multi-Cluster Services clusterset (mcs-importer
@@ -63,7 +75,9 @@ Usage:
       objects in that member that decide its answer, the answer the mcs
       plugin's own code computes from them, and why it is NXDOMAIN or
       empty. --dns also asks that member's CoreDNS and says whether the
-      two agree.
+      two agree. Answers are shaped as that CoreDNS shapes them (local-first,
+      max_answers) when --corefile names its Corefile, or with
+      --cluster-id, --locality and --max-answers.
 
 Flags:
 `
@@ -94,10 +108,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.DNS, "dns", "", "explain: address (host[:port]) of that member's CoreDNS, to ask and compare")
 	fs.StringSliceVar(&o.Managers, "endpointslice-managers", nil, "explain: the trusted EndpointSlice managers, as the Corefile's endpointslice_managers (default: the plugin's default rule)")
 	fs.StringVar(&o.Zone, "zone", o.Zone, "explain: the forward zone the mcs plugin serves")
+	fs.StringVar(&o.Corefile, "corefile", "", "explain: the Corefile of that member's CoreDNS; its mcs stanza gives the zones, endpointslice_managers and answer shaping (cluster_id, locality, rotate, max_answers) unless flags override them")
+	fs.StringVar(&o.ClusterID, "cluster-id", "", "explain: the member's cluster ID for local-first answers, as the Corefile's cluster_id (default: the Corefile's, else the member's ClusterProperty cluster.clusterset.k8s.io, as the plugin reads it)")
+	fs.StringVar(&o.Locality, "locality", "", "explain: local-first, none or default, as the Corefile's locality (default: the Corefile's, else default: local-first for imports whose trafficDistribution asks for closeness)")
+	fs.IntVar(&o.MaxAnswers, "max-answers", 0, "explain: at most this many endpoints per headless answer, as the Corefile's max_answers (0: as many as fit; default: the Corefile's)")
 	help := fs.BoolP("help", "h", false, "show this help")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w (see kubectl mcs --help)", err)
 	}
+	o.explicit = map[string]bool{}
+	fs.Visit(func(f *pflag.Flag) { o.explicit[f.Name] = true })
 	rest := fs.Args()
 	if *help || len(rest) == 0 {
 		fmt.Fprint(stdout, usage)

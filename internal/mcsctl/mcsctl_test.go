@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -336,6 +337,125 @@ func TestKubectlMCS(t *testing.T) {
 		assert.Contains(t, out, "Answer (the plugin's code on these objects): NXDOMAIN")
 		assert.Contains(t, out, "  - export invalid in west: NoService")
 		assert.Contains(t, out, "agrees: NXDOMAIN")
+	})
+
+	t.Run("explain shaping", func(t *testing.T) {
+		// A CoreDNS of north (cluster ID north-1 from its ClusterProperty,
+		// which the plugin reads) with local-first, rotating answers.
+		lf := filepath.Join(t.TempDir(), "Corefile")
+		require.NoError(t, os.WriteFile(lf, []byte(fmt.Sprintf(`clusterset.local {
+    errors
+    mcs {
+        kubeconfig %s north
+        locality local-first
+        rotate
+    }
+}
+`, set.Kubeconfig)), 0o644))
+		raw, err := os.ReadFile(lf)
+		require.NoError(t, err)
+		lfDNS := procs.StartCoreDNS(t, b.bins.CoreDNS, string(raw)).Addr
+		explain := func(t require.TestingT, name string, extra ...string) *mcsctl.ExplainReport {
+			args := append([]string{"explain", name, "--kubeconfig", set.Kubeconfig, "--contexts", members, "--in", "north", "--dns", lfDNS, "-o", "json"}, extra...)
+			code, out, errOut := kubectl(args...)
+			require.Equal(t, 0, code, errOut)
+			var rep mcsctl.ExplainReport
+			require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+			return &rep
+		}
+		const srv = "_http._tcp.db.shop.svc.clusterset.local"
+		localSRV := srv + ". SRV 0 50 80 db-1.north-1.db.shop.svc.clusterset.local."
+		remoteSRV := srv + ". SRV 10 50 80 db-0.east.db.shop.svc.clusterset.local."
+		// The flags, the cluster ID read as the plugin reads it; and the
+		// Corefile itself: priority 0 for north-1's target, 10 for east's,
+		// as that CoreDNS answers.
+		for _, flags := range [][]string{{"--locality", "local-first"}, {"--corefile", lf}} {
+			var rep *mcsctl.ExplainReport
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				rep = explain(c, srv, flags...)
+				assert.True(c, rep.DNS.Agrees, "%v: CoreDNS agrees: %+v", flags, rep.DNS)
+			}, 30*time.Second, 200*time.Millisecond)
+			assert.Equal(t, []string{localSRV, remoteSRV}, rep.Answer, flags)
+			assert.Equal(t, []string{localSRV}, rep.Local, flags)
+			assert.Equal(t, "north-1", rep.Shaping.ClusterID, flags)
+			assert.Equal(t, "ClusterProperty cluster.clusterset.k8s.io", rep.Shaping.ClusterIDFrom, flags)
+			assert.Equal(t, "local-first", rep.Shaping.Locality, flags)
+			assert.True(t, rep.Shaping.LocalFirst, flags)
+		}
+		rep := explain(t, "db.shop.svc.clusterset.local", "--corefile", lf)
+		assert.True(t, rep.DNS.Agrees, "%+v", rep.DNS)
+		assert.True(t, rep.Shaping.Rotate)
+		assert.Equal(t, lf+":3", rep.Shaping.Corefile)
+		assert.Equal(t, []string{"db.shop.svc.clusterset.local. A 10.3.1.1"}, rep.Local)
+		// Without them explain computes the default shaping (no
+		// trafficDistribution: not local-first), and says CoreDNS differs.
+		rep = explain(t, srv)
+		assert.Equal(t, "default", rep.Shaping.Locality)
+		assert.False(t, rep.Shaping.LocalFirst)
+		assert.Equal(t, []string{srv + ". SRV 0 50 80 db-0.east.db.shop.svc.clusterset.local.", srv + ". SRV 0 50 80 db-1.north-1.db.shop.svc.clusterset.local."}, rep.Answer)
+		assert.False(t, rep.DNS.Agrees, "%+v", rep.DNS)
+		// The flags override the Corefile: east as the local cluster puts
+		// 10.1.1.1 first, which that CoreDNS does not.
+		rep = explain(t, "db.shop.svc.clusterset.local", "--corefile", lf, "--cluster-id", "east")
+		assert.Equal(t, "--cluster-id", rep.Shaping.ClusterIDFrom)
+		assert.Equal(t, []string{"db.shop.svc.clusterset.local. A 10.1.1.1"}, rep.Local)
+		assert.False(t, rep.DNS.Agrees)
+		assert.Contains(t, rep.DNS.Order, "not local-first: db.shop.svc.clusterset.local. A 10.1.1.1 (this cluster's) comes after")
+		// max_answers 1: the local endpoint only, of two; that CoreDNS,
+		// without max_answers, answers with both.
+		rep = explain(t, srv, "--corefile", lf, "--max-answers", "1")
+		assert.Equal(t, []string{localSRV}, rep.Answer)
+		assert.Equal(t, []string{localSRV, remoteSRV}, rep.All)
+		assert.False(t, rep.DNS.Agrees, "%+v", rep.DNS)
+		// The human form.
+		code, out, errOut := kubectl("explain", srv, "--kubeconfig", set.Kubeconfig, "--contexts", members, "--in", "north", "--dns", lfDNS, "--corefile", lf)
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "Shaping (mcs stanza at "+lf+":3): locality local-first, cluster ID north-1 (ClusterProperty cluster.clusterset.k8s.io), rotate")
+		assert.Contains(t, out, "  "+localSRV+"   (local, first)\n  "+remoteSRV+"\n")
+		assert.Contains(t, out, "agrees: NOERROR")
+		// A Corefile with no stanza for the name.
+		code, _, errOut = kubectl("explain", "web.shop.svc.example.org", "--kubeconfig", set.Kubeconfig, "--in", "north", "--corefile", lf)
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errOut, "no mcs stanza of --corefile "+lf+" serves web.shop.svc.example.org. (its mcs stanzas serve: clusterset.local. at line 3)")
+	})
+
+	t.Run("through kubectl", func(t *testing.T) {
+		// The real kubectl finds the built plugin on $PATH and runs it.
+		assets, err := cluster.AssetsDir()
+		require.NoError(t, err)
+		kubectlBin := filepath.Join(assets, "kubectl")
+		if _, err := os.Stat(kubectlBin); err != nil {
+			t.Skipf("no kubectl in %s (make tools builds it; a folder of your own needs one): %v", assets, err)
+		}
+		pathDir := t.TempDir()
+		require.NoError(t, os.Symlink(procs.KubectlMCSBinary(t), filepath.Join(pathDir, "kubectl-mcs")))
+		run := func(args ...string) string {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, kubectlBin, args...)
+			// Only the plugin on $PATH; the kubeconfig from $KUBECONFIG,
+			// which kubectl passes on to the plugin with the rest of its
+			// environment.
+			cmd.Env = append(os.Environ(), "PATH="+pathDir, "HOME="+t.TempDir(), "KUBECONFIG="+set.Kubeconfig)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "kubectl %v:\n%s", args, out)
+			return string(out)
+		}
+		out := run("plugin", "list")
+		assert.Contains(t, out, "The following compatible plugins are available:")
+		assert.Contains(t, out, filepath.Join(pathDir, "kubectl-mcs"))
+		assert.NotContains(t, out, "warning")
+
+		out = run("mcs", "status", "--contexts", members)
+		assert.Regexp(t, `SERVICE +TYPE +EXPORTS +EAST +WEST +NORTH +PROBLEMS`, out)
+		assert.Regexp(t, `shop/db +Headless +east:ok north-1:ok +headless eps:east=1,north-1=1 `, out)
+
+		out = run("mcs", "explain", "_http._tcp.db.shop.svc.clusterset.local", "--contexts", members, "--in", "east", "--dns", b.dns, "--locality", "none")
+		assert.Contains(t, out, "_http._tcp.db.shop.svc.clusterset.local. SRV in east (cluster east)")
+		assert.Contains(t, out, "Shaping: locality none, no cluster ID")
+		assert.Contains(t, out, "  _http._tcp.db.shop.svc.clusterset.local. SRV 0 50 80 db-0.east.db.shop.svc.clusterset.local.\n")
+		assert.Contains(t, out, "CoreDNS at "+b.dns+" agrees: NOERROR")
 	})
 
 	t.Run("errors", func(t *testing.T) {

@@ -2,18 +2,14 @@ package mcs
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
-	"github.com/mcs-dns/mcs-dns/internal/compact"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/internal/stanza"
 )
 
 // Which cluster is "local": cluster_id, else the About API (KEP-2149)
@@ -52,8 +48,8 @@ func (c *controller) learnClusterID(ctx context.Context) {
 	log.Infof("cluster ID %q (ClusterProperty %s)", id, mcsapi.ClusterIDProperty)
 }
 
-// readClusterID reads the value of the ClusterProperty
-// cluster.clusterset.k8s.io.
+// readClusterID reads the cluster ID as stanza.ReadClusterID, within
+// clusterIDWait.
 func readClusterID(ctx context.Context, cfg *rest.Config) (string, error) {
 	dc, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -61,16 +57,5 @@ func readClusterID(ctx context.Context, cfg *rest.Config) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, clusterIDWait)
 	defer cancel()
-	obj, err := dc.Resource(mcsapi.ClusterPropertyGVR).Get(ctx, mcsapi.ClusterIDProperty, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("ClusterProperty %s not found (or %s not served)", mcsapi.ClusterIDProperty, mcsapi.ClusterPropertyGVR.GroupResource())
-	}
-	if err != nil {
-		return "", err
-	}
-	id, _, _ := unstructured.NestedString(obj.Object, "spec", "value")
-	if err := compact.ValidClusterID(id); err != nil {
-		return "", fmt.Errorf("ClusterProperty %s: %w", mcsapi.ClusterIDProperty, err)
-	}
-	return id, nil
+	return stanza.ReadClusterID(ctx, dc)
 }

@@ -12,13 +12,12 @@ import (
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/fall"
 	clog "github.com/coredns/coredns/plugin/pkg/log"
-	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
-	"github.com/mcs-dns/mcs-dns/internal/compact"
+	"github.com/mcs-dns/mcs-dns/internal/stanza"
 )
 
 const pluginName = "mcs"
@@ -29,12 +28,12 @@ func init() { plugin.Register(pluginName, setup) }
 
 // Defaults and limits of the Corefile options.
 const (
-	DefaultZone = "clusterset.local."
+	DefaultZone = stanza.DefaultZone
 	DefaultTTL  = 5
 	MaxTTL      = 3600
 	// MaxAnswers bounds max_answers: more A records than this never fit
 	// in a DNS message (65,535 octets, 16 per record).
-	MaxAnswers = 4096
+	MaxAnswers = stanza.MaxAnswers
 )
 
 // config is a parsed mcs stanza.
@@ -59,15 +58,7 @@ type config struct {
 	shaping answers.Shaping
 }
 
-func (c *config) forwardZones() []string {
-	var out []string
-	for _, z := range c.zones {
-		if !isReverse(z) {
-			out = append(out, z)
-		}
-	}
-	return out
-}
+func (c *config) forwardZones() []string { return stanza.ForwardZones(c.zones) }
 
 func setup(c *caddy.Controller) error {
 	cfg, err := parse(c)
@@ -134,13 +125,14 @@ const startupWait = 5 * time.Second
 //	}
 func parse(c *caddy.Controller) (*config, error) {
 	cfg := &config{ttl: DefaultTTL}
+	var opts stanza.Options
 	i := 0
 	for c.Next() {
 		if i > 0 {
 			return nil, plugin.ErrOnce
 		}
 		i++
-		zones, err := parseZones(c, c.RemainingArgs())
+		zones, err := stanza.Zones(&c.Dispenser, c.RemainingArgs())
 		if err != nil {
 			return nil, err
 		}
@@ -194,154 +186,24 @@ func parse(c *caddy.Controller) (*config, error) {
 						cfg.namespaces = append(cfg.namespaces, ns)
 					}
 				}
-			case "endpointslice_managers":
-				args := c.RemainingArgs()
-				if len(args) == 0 {
-					return nil, c.ArgErr()
-				}
-				for _, m := range args {
-					if errs := validation.IsValidLabelValue(m); len(errs) > 0 || m == "" {
-						return nil, c.Errf("endpointslice_managers: %q is not a label value: %s", m, strings.Join(errs, "; "))
-					}
-					if !slices.Contains(cfg.managers, m) {
-						cfg.managers = append(cfg.managers, m)
-					}
-				}
 			case "fallthrough":
 				cfg.fall.SetZonesFromArgs(c.RemainingArgs())
-			case "cluster_id":
-				args := c.RemainingArgs()
-				if len(args) != 1 {
-					return nil, c.ArgErr()
-				}
-				if err := compact.ValidClusterID(args[0]); err != nil {
-					return nil, c.Errf("cluster_id: %v", err)
-				}
-				cfg.shaping.ClusterID = args[0]
-			case "locality":
-				args := c.RemainingArgs()
-				if len(args) != 1 {
-					return nil, c.ArgErr()
-				}
-				switch args[0] {
-				case "local-first":
-					cfg.shaping.Locality = answers.LocalityLocalFirst
-				case "none":
-					cfg.shaping.Locality = answers.LocalityNone
-				default:
-					return nil, c.Errf("locality %q is neither local-first nor none", args[0])
-				}
-			case "rotate":
-				if len(c.RemainingArgs()) != 0 {
-					return nil, c.ArgErr()
-				}
-				cfg.shaping.Rotate = true
-			case "max_answers":
-				args := c.RemainingArgs()
-				if len(args) != 1 {
-					return nil, c.ArgErr()
-				}
-				n, err := strconv.Atoi(args[0])
-				if err != nil || n < 1 || n > MaxAnswers {
-					return nil, c.Errf("max_answers %q is not a number in 1..%d", args[0], MaxAnswers)
-				}
-				cfg.shaping.MaxAnswers = n
 			default:
-				return nil, c.Errf("unknown property %q", c.Val())
+				// The options that decide answers: shared with
+				// kubectl mcs explain.
+				ok, err := opts.Parse(&c.Dispenser)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					return nil, c.Errf("unknown property %q", c.Val())
+				}
 			}
 		}
 	}
+	cfg.managers, cfg.shaping = opts.Managers, opts.Shaping
 	return cfg, nil
 }
 
-// maxForwardZone is the longest forward zone (as an FQDN) under which every
-// service name and SRV name with a port name of up to 15 characters (the
-// usual IANA service names) fits RFC 1035's 255 octets (254 characters):
-// "_" + a 15-character port name + "._sctp." + a 63-character service +
-// "." + a 63-character namespace + ".svc." takes 155. Port names may be
-// longer (up to 63, DNS labels); an SRV name that would then be too long
-// is left out by answers.Build.
-const maxForwardZone = 254 - 155
-
-// parseZones normalises the zones of the stanza; CIDRs become reverse
-// zones. Without zones the plugin serves clusterset.local. At least one
-// zone must be a forward one: it names the services.
-func parseZones(c *caddy.Controller, args []string) ([]string, error) {
-	if len(args) == 0 {
-		return []string{DefaultZone}, nil
-	}
-	var zones []string
-	for _, a := range args {
-		hosts, port, err := plugin.SplitHostPort(a)
-		if err != nil {
-			return nil, c.Errf("zone %q: %v", a, err)
-		}
-		if port != "" {
-			return nil, c.Errf("zone %q: a zone of the mcs plugin takes no port", a)
-		}
-		for _, h := range hosts {
-			z := plugin.Name(h).Normalize()
-			if !validZone(z) {
-				return nil, c.Errf("zone %q is not a valid domain name", a)
-			}
-			if !isReverse(z) && len(z) > maxForwardZone {
-				return nil, c.Errf("zone %q is too long: a forward zone may have at most %d characters, so that every name below it (_<port>._<proto>.<service>.<namespace>.svc.<zone>) fits in 255 octets", a, maxForwardZone)
-			}
-			if !contains(zones, z) {
-				zones = append(zones, z)
-			}
-		}
-	}
-	fwd := 0
-	for _, z := range zones {
-		if !isReverse(z) {
-			fwd++
-		}
-	}
-	if fwd == 0 {
-		return nil, c.Errf("zones %v: at least one zone must be a forward (non-reverse) zone", args)
-	}
-	return zones, nil
-}
-
-// isReverse reports whether zone is in-addr.arpa., ip6.arpa. or below
-// them (dnsutil.IsReverse misses the two themselves).
-func isReverse(zone string) bool {
-	for _, r := range []string{"in-addr.arpa.", "ip6.arpa."} {
-		if zone == r || strings.HasSuffix(zone, "."+r) {
-			return true
-		}
-	}
-	return false
-}
-
-// validZone accepts lower-case FQDNs of letters, digits, '-' and '_'.
-func validZone(z string) bool {
-	if _, ok := dns.IsDomainName(z); !ok {
-		return false
-	}
-	if z == "." {
-		return true
-	}
-	for _, l := range strings.Split(strings.TrimSuffix(z, "."), ".") {
-		if l == "" || len(l) > 63 {
-			return false
-		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
-			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+// isReverse reports whether zone is a reverse zone (stanza.IsReverse).
+func isReverse(zone string) bool { return stanza.IsReverse(zone) }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/stanza"
 )
 
 // writeKubeconfig writes a kubeconfig with contexts "one" and "two"; the
@@ -56,7 +57,7 @@ func TestParse(t *testing.T) {
 			assert.Equal(t, []string{"clusterset.local."}, c.forwardZones())
 		}},
 		{"longest forward zone", "mcs " + strings.Repeat("z", 49) + "." + strings.Repeat("y", 48), func(t *testing.T, c *config) {
-			assert.Len(t, c.zones[0], maxForwardZone)
+			assert.Len(t, c.zones[0], stanza.MaxForwardZone)
 		}},
 		{"cidr zone", "mcs clusterset.local 10.250.0.0/16", func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"clusterset.local.", "250.10.in-addr.arpa."}, c.zones)

@@ -50,6 +50,13 @@ func ImporterBinary(t testing.TB) string {
 	return binary(t, "mcs-importer", "./cmd/mcs-importer")
 }
 
+// KubectlMCSBinary returns the kubectl plugin kubectl-mcs, building it
+// once per test process.
+func KubectlMCSBinary(t testing.TB) string {
+	t.Helper()
+	return binary(t, "kubectl-mcs", "./cmd/kubectl-mcs")
+}
+
 type built struct {
 	once sync.Once
 	path string

@@ -1,0 +1,245 @@
+package mcsctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/compact"
+	"github.com/mcs-dns/mcs-dns/internal/dnsname"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/internal/stanza"
+)
+
+// ShapingInfo is how explain shapes the answer: as the explained
+// CoreDNS's mcs stanza does (--corefile), with the flags on top.
+type ShapingInfo struct {
+	// Corefile is the stanza read, FILE:LINE ("" without --corefile).
+	Corefile string `json:"corefile,omitempty"`
+	// ClusterID is the member's own cluster ID ("" none: no endpoint is
+	// local), and ClusterIDFrom where it comes from or why there is none.
+	ClusterID     string `json:"clusterID,omitempty"`
+	ClusterIDFrom string `json:"clusterIDFrom,omitempty"`
+	// Locality is local-first, none or default.
+	Locality   string `json:"locality"`
+	Rotate     bool   `json:"rotate,omitempty"`
+	MaxAnswers int    `json:"maxAnswers,omitempty"`
+	// LocalFirst: this answer lists the member's own endpoints first
+	// (SRV: priority 0, the others 10).
+	LocalFirst bool `json:"localFirst,omitempty"`
+}
+
+// answerConfig is what the explained CoreDNS answers with besides the
+// objects: its forward zones (PTR targets are names in the first) and
+// its shaping. The trusted managers go to Options.Managers.
+type answerConfig struct {
+	zones   []string
+	shaping answers.Shaping
+	info    ShapingInfo
+}
+
+// resolveConfig reads the mcs stanza of --corefile that serves qname,
+// with the plugin's own parser, and lays the explicit flags over it.
+func resolveConfig(o *Options, qname string, stderr io.Writer) (*answerConfig, error) {
+	ac := &answerConfig{zones: []string{dnsname.Lower(dns.Fqdn(o.Zone))}}
+	if o.Corefile != "" {
+		f, err := os.Open(o.Corefile)
+		if err != nil {
+			return nil, fmt.Errorf("--corefile: %w", err)
+		}
+		stanzas, err := stanza.Read(o.Corefile, f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("--corefile: %w", err)
+		}
+		var serving []stanza.Stanza
+		var all []string
+		for _, s := range stanzas {
+			all = append(all, fmt.Sprintf("%s at line %d", strings.Join(s.Zones, " "), s.Line))
+			if dnsname.Match(qname, s.Zones) >= 0 {
+				serving = append(serving, s)
+			}
+		}
+		if len(serving) == 0 {
+			if len(all) == 0 {
+				return nil, fmt.Errorf("--corefile %s has no mcs stanza", o.Corefile)
+			}
+			return nil, fmt.Errorf("no mcs stanza of --corefile %s serves %s (its mcs stanzas serve: %s)", o.Corefile, qname, strings.Join(all, "; "))
+		}
+		s := serving[0]
+		if len(serving) > 1 {
+			fmt.Fprintf(stderr, "warning: %d mcs stanzas of %s serve %s; using the one at line %d\n", len(serving), o.Corefile, qname, s.Line)
+		}
+		ac.zones = stanza.ForwardZones(s.Zones)
+		ac.shaping = s.Shaping
+		ac.info.Corefile = fmt.Sprintf("%s:%d", s.File, s.Line)
+		if s.Shaping.ClusterID != "" {
+			ac.info.ClusterIDFrom = "cluster_id in " + ac.info.Corefile
+		}
+		if !o.explicit["endpointslice-managers"] {
+			o.Managers = s.Managers
+		}
+	}
+	if o.explicit["zone"] {
+		ac.zones = []string{dnsname.Lower(dns.Fqdn(o.Zone))}
+	}
+	if o.explicit["cluster-id"] {
+		if err := compact.ValidClusterID(o.ClusterID); err != nil {
+			return nil, fmt.Errorf("--cluster-id: %w", err)
+		}
+		ac.shaping.ClusterID, ac.info.ClusterIDFrom = o.ClusterID, "--cluster-id"
+	}
+	if o.explicit["locality"] {
+		if o.Locality == "default" {
+			ac.shaping.Locality = answers.LocalityDefault
+		} else {
+			l, err := stanza.ParseLocality(o.Locality)
+			if err != nil {
+				return nil, fmt.Errorf("--locality: %w (or default)", err)
+			}
+			ac.shaping.Locality = l
+		}
+	}
+	if o.explicit["max-answers"] {
+		ac.shaping.MaxAnswers = 0
+		if o.MaxAnswers != 0 {
+			n, err := stanza.ParseMaxAnswers(strconv.Itoa(o.MaxAnswers))
+			if err != nil {
+				return nil, fmt.Errorf("--max-answers: %w (or 0: as many as fit)", err)
+			}
+			ac.shaping.MaxAnswers = n
+		}
+	}
+	return ac, nil
+}
+
+// learnClusterID reads the member's cluster ID as the plugin does at
+// start-up (stanza.ReadClusterID) when none was given and some answer
+// could be local-first; without one, no endpoint is local.
+func (ac *answerConfig) learnClusterID(ctx context.Context, o *Options, m *member) {
+	defer ac.describe()
+	if ac.shaping.ClusterID != "" || ac.shaping.Locality == answers.LocalityNone {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+	defer cancel()
+	id, err := stanza.ReadClusterID(ctx, m.Dyn)
+	if err != nil {
+		ac.info.ClusterIDFrom = "none, so no answer is local-first: " + err.Error()
+		return
+	}
+	ac.shaping.ClusterID, ac.info.ClusterIDFrom = id, "ClusterProperty "+mcsapi.ClusterIDProperty
+}
+
+func (ac *answerConfig) describe() {
+	sh := &ac.shaping
+	ac.info.ClusterID, ac.info.Rotate, ac.info.MaxAnswers = sh.ClusterID, sh.Rotate, sh.MaxAnswers
+	if ac.info.Locality = stanza.LocalityString(sh.Locality); ac.info.Locality == "" {
+		ac.info.Locality = "default"
+	}
+}
+
+// computed is the answer the plugin's code computes for one name.
+type computed struct {
+	// answer and extra: what the explained CoreDNS answers over TCP
+	// (64 KiB), unrotated: local-first and cut to max_answers as it does.
+	answer, extra []dns.RR
+	// all: every record the name could answer with (differs from answer
+	// when max_answers cuts it); local: those of this cluster's endpoints
+	// when the answer is local-first.
+	all, local []dns.RR
+}
+
+// shapedAnswer computes the records of qtype at node as the plugin's
+// handler does (answers.Set.Shapes, Ring): full is the set built without
+// max_answers, cut the one built with it (the same set when there is
+// none), each with its node of the name. Rotation is left out: it only
+// turns the order from query to query. base is the service's name in the
+// first zone (where PTR targets are) and id the cluster ID.
+func shapedAnswer(full, cut *answers.Set, fullNode, cutNode *answers.Node, zone int, qname string, qtype uint16, base, id string) computed {
+	var c computed
+	c.answer, c.extra = ringRecords(cut, cutNode, zone, qname, qtype)
+	c.all = c.answer
+	if full != cut {
+		c.all, _ = ringRecords(full, fullNode, zone, qname, qtype)
+	}
+	if full == nil || !full.LocalFirst() {
+		return c
+	}
+	// Which records are the local endpoints': SRV by their priority, A
+	// and AAAA by the endpoint name (PTR target) of their address.
+	local := map[string]bool{}
+	if qtype != dns.TypeSRV {
+		seen := map[string]bool{}
+		for _, p := range full.PTRs() {
+			if !seen[p.Reverse] { // the first target names the endpoint
+				seen[p.Reverse] = true
+				local[p.Reverse] = isLocal(p.Target, base, id)
+			}
+		}
+	}
+	for _, rr := range c.all {
+		var isLoc bool
+		switch r := rr.(type) {
+		case *dns.SRV:
+			isLoc = r.Priority == answers.LocalPriority
+		case *dns.A:
+			isLoc = local[reverseOf(addrOf(r.A))]
+		case *dns.AAAA:
+			isLoc = local[reverseOf(addrOf(r.AAAA))]
+		}
+		if isLoc {
+			c.local = append(c.local, rr)
+		}
+	}
+	return c
+}
+
+// isLocal reports whether target, a per-endpoint name
+// "<host>.<cluster ID>.<base>", is an endpoint of cluster id (the
+// plugin's rule: an endpoint without such a name counts as remote).
+func isLocal(target, base, id string) bool {
+	_, rest, ok := strings.Cut(target, ".")
+	return ok && rest == id+"."+base
+}
+
+// addrOf is ip as a netip.Addr (IPv4 unmapped).
+func addrOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// ringRecords are the records of the handler's packed path for a TCP
+// query with EDNS0 (65,535 octets): the ring's reply at its first
+// rotation, unpacked; node.Records when the answer is not shaped, or is
+// plain and whole.
+func ringRecords(set *answers.Set, node *answers.Node, zone int, qname string, qtype uint16) (answer, extra []dns.RR) {
+	shaped, plain := set.Shapes(zone, node, qtype)
+	if !shaped {
+		return node.Records(qtype)
+	}
+	ring := set.Ring(zone, node, qname, qtype)
+	if ring == nil {
+		return node.Records(qtype)
+	}
+	k, off, withExtra := ring.Choose(dns.MaxMsgSize, true)
+	if plain && k == ring.Units() {
+		return node.Records(qtype)
+	}
+	q := new(dns.Msg)
+	q.SetQuestion(qname, qtype)
+	reply, ok := ring.AppendReply(nil, q, nil, k, off, withExtra)
+	m := new(dns.Msg)
+	if !ok || m.Unpack(reply) != nil {
+		return node.Records(qtype)
+	}
+	return m.Answer, m.Extra
+}
