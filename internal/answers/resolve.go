@@ -56,3 +56,11 @@ func (ix *Index) ResolveReverse(qname string, qtype uint16) (Found, []*Node) {
 	}
 	return NXDomain, nil
 }
+
+// IsLocal reports whether owner, a per-endpoint name
+// "<host>.<cluster ID>.<base>", names an endpoint of this cluster under
+// the set's shaping: the rule local-first answers are ordered by, for
+// tools that explain them.
+func (s *Set) IsLocal(owner, base string) bool {
+	return s.shaping != nil && s.isLocal(owner, base)
+}

@@ -352,7 +352,7 @@ func explainForward(ctx context.Context, o *Options, ac *answerConfig, ms []*mem
 	default:
 		rep.Rcode = "NOERROR"
 		_, cset, cnode := cut.ResolveService(n.Key, n.Prefix, zi, qtype)
-		c := shapedAnswer(set, cset, node, cnode, zi, qname, qtype, n.Key+".svc."+ac.zones[0], ac.shaping.ClusterID)
+		c := shapedAnswer(set, cset, node, cnode, zi, qname, qtype, n.Key+".svc."+ac.zones[0])
 		rep.Answer, rep.Extra, rep.Local = render(c.answer), render(c.extra), render(c.local)
 		if all := render(c.all); !slices.Equal(all, rep.Answer) {
 			rep.All = all

@@ -163,8 +163,8 @@ type computed struct {
 // max_answers, cut the one built with it (the same set when there is
 // none), each with its node of the name. Rotation is left out: it only
 // turns the order from query to query. base is the service's name in the
-// first zone (where PTR targets are) and id the cluster ID.
-func shapedAnswer(full, cut *answers.Set, fullNode, cutNode *answers.Node, zone int, qname string, qtype uint16, base, id string) computed {
+// first zone (where PTR targets are).
+func shapedAnswer(full, cut *answers.Set, fullNode, cutNode *answers.Node, zone int, qname string, qtype uint16, base string) computed {
 	var c computed
 	c.answer, c.extra = ringRecords(cut, cutNode, zone, qname, qtype)
 	c.all = c.answer
@@ -182,7 +182,7 @@ func shapedAnswer(full, cut *answers.Set, fullNode, cutNode *answers.Node, zone 
 		for _, p := range full.PTRs() {
 			if !seen[p.Reverse] { // the first target names the endpoint
 				seen[p.Reverse] = true
-				local[p.Reverse] = isLocal(p.Target, base, id)
+				local[p.Reverse] = full.IsLocal(p.Target, base)
 			}
 		}
 	}
@@ -201,14 +201,6 @@ func shapedAnswer(full, cut *answers.Set, fullNode, cutNode *answers.Node, zone 
 		}
 	}
 	return c
-}
-
-// isLocal reports whether target, a per-endpoint name
-// "<host>.<cluster ID>.<base>", is an endpoint of cluster id (the
-// plugin's rule: an endpoint without such a name counts as remote).
-func isLocal(target, base, id string) bool {
-	_, rest, ok := strings.Cut(target, ".")
-	return ok && rest == id+"."+base
 }
 
 // addrOf is ip as a netip.Addr (IPv4 unmapped).
