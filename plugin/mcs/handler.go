@@ -193,12 +193,14 @@ func (z *zone) apex(qtype uint16) result {
 // shapedRecords returns the records of qtype at node for the dns.Msg
 // path: those of the packed path's reply when the answer is shaped
 // (answers.Set.Shapes: local-first, rotated, capped, or cut to fit the
-// client's buffer), else node.Records. They are fresh.
+// client's buffer), else node.Records. They are fresh. An ANY query
+// whose answer is this RRset (resolveANY) gets the same records as a
+// query of qtype: a headless subset rather than TC.
 func shapedRecords(w dns.ResponseWriter, r *dns.Msg, qname string, set *answers.Set, zone int, node *answers.Node, qtype uint16) (answer, extra []dns.RR) {
-	if shaped, _ := set.Shapes(zone, node, qtype); !shaped || len(r.Question) != 1 || r.Question[0].Qtype != qtype {
+	if shaped, _ := set.Shapes(zone, node, qtype); !shaped || len(r.Question) != 1 ||
+		r.Question[0].Qtype != qtype && r.Question[0].Qtype != dns.TypeANY {
 		return node.Records(qtype)
 	}
-	// The query's own type: an ANY query takes the plain records.
 	state := request.Request{W: w, Req: r}
 	size := state.Size()
 	if r.IsEdns0() != nil {

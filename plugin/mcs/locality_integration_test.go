@@ -277,6 +277,31 @@ func TestLocalityIntegration(t *testing.T) {
 		}
 	})
 
+	t.Run("ANY of a big headless name is the A subset without TC", func(t *testing.T) {
+		// RFC 8482: one RRset, here A; west neither rotates nor puts
+		// "dual" local-first, so an A and an ANY query get the same.
+		const name = "dual.loc.svc.clusterset.local"
+		require.Eventually(t, func() bool {
+			r, err := ask(west.tcp, "tcp", name, dns.TypeANY, 0)
+			return err == nil && len(r.Answer) == 100
+		}, 30*time.Second, 50*time.Millisecond, "over TCP, every endpoint")
+		for _, size := range []uint16{0, 1232} {
+			a, err := ask(west.udp, "udp", name, dns.TypeA, size)
+			require.NoError(t, err)
+			r, err := ask(west.udp, "udp", name, dns.TypeANY, size)
+			require.NoError(t, err)
+			assert.False(t, r.Truncated, "bufsize %d", size)
+			assert.Equal(t, dns.RcodeSuccess, r.Rcode)
+			require.NotEmpty(t, r.Answer)
+			assert.Less(t, len(r.Answer), 100)
+			assert.Equal(t, fmt.Sprint(a.Answer), fmt.Sprint(r.Answer), "bufsize %d", size)
+			r.Compress = true
+			b, err := r.Pack()
+			require.NoError(t, err)
+			assert.LessOrEqual(t, len(b), max(512, int(size)))
+		}
+	})
+
 	t.Run("with single-family endpoints A and AAAA subsets name the same dual-stack endpoints", func(t *testing.T) {
 		// east: local-first, rotating, at most 20. Wait on per-endpoint
 		// names (the last of each slice), not on the service name: its
