@@ -173,6 +173,24 @@ func TestLocalityIntegration(t *testing.T) {
         cluster_id west
     }
 }`, set.Kubeconfig))
+	// A cache before mcs in the same server block (cache comes before
+	// mcs in the plugin order): UDP answers that do not fit are
+	// truncated (TC) instead of cut to a subset the cache would keep for
+	// TCP clients too. A cache of other zones changes nothing.
+	cached := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    mcs {
+        kubeconfig %s west
+        cluster_id west
+    }
+    cache 30
+}`, set.Kubeconfig))
+	cacheElsewhere := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    cache 30 cluster.local
+    mcs {
+        kubeconfig %s west
+        cluster_id west
+    }
+}`, set.Kubeconfig))
 	// none: as without shaping, but at most 4 endpoints.
 	none := startCoreDNS(t, fmt.Sprintf(`.:0 {
     mcs {
@@ -300,6 +318,39 @@ func TestLocalityIntegration(t *testing.T) {
 			require.NoError(t, err)
 			assert.LessOrEqual(t, len(b), max(512, int(size)))
 		}
+	})
+
+	t.Run("a cache in front: TC over UDP, every endpoint over TCP", func(t *testing.T) {
+		const name = "dual.loc.svc.clusterset.local"
+		for _, srv := range []*server{cached, cacheElsewhere} {
+			// Synced: the last endpoint's own name (another cache key).
+			srv.eventually(t, "d-99.east."+name, dns.TypeAAAA, func(r *dns.Msg) error {
+				if len(r.Answer) != 1 {
+					return fmt.Errorf("%v", r.Answer)
+				}
+				return nil
+			})
+		}
+		for round := range 2 { // the second from the cache
+			for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+				r, err := ask(cached.udp, "udp", name, qtype, 1232)
+				require.NoError(t, err)
+				assert.True(t, r.Truncated, "round %d %s: TC", round, dns.TypeToString[qtype])
+				assert.Less(t, len(r.Answer), 100)
+				r, err = ask(cached.tcp, "tcp", name, qtype, 1232)
+				require.NoError(t, err)
+				assert.False(t, r.Truncated)
+				assert.Len(t, r.Answer, 100, "round %d %s over TCP after UDP: every endpoint", round, dns.TypeToString[qtype])
+			}
+		}
+		r, err := ask(cacheElsewhere.udp, "udp", name, dns.TypeA, 1232)
+		require.NoError(t, err)
+		assert.False(t, r.Truncated, "a cache of other zones: the subset, as without it")
+		assert.NotEmpty(t, r.Answer)
+		assert.Less(t, len(r.Answer), 100)
+		r, err = ask(cacheElsewhere.tcp, "tcp", name, dns.TypeA, 1232)
+		require.NoError(t, err)
+		assert.Len(t, r.Answer, 100)
 	})
 
 	t.Run("with single-family endpoints A and AAAA subsets name the same dual-stack endpoints", func(t *testing.T) {
