@@ -244,7 +244,6 @@ func (g *Ring) Choose(limit int, opt bool) (k int, off [2]int, extra bool) {
 
 // choose is Choose's number of units for room octets at offsets off.
 func (g *Ring) choose(room int, off *[2]int) int {
-	paired := g.groups[0].Pair != nil
 	if g.unitLen > 0 {
 		k := min(g.max, room/g.unitLen)
 		if g.pairLen > 0 && room/g.pairLen > 0 {
@@ -257,7 +256,7 @@ func (g *Ring) choose(room int, off *[2]int) int {
 			a, p := g.size(k, off)
 			return a <= room && p <= room
 		})
-		if k == 0 && paired {
+		if k == 0 && g.groups[0].Pair != nil {
 			k = largest(0, g.max, func(k int) bool { a, _ := g.size(k, off); return a <= room })
 		}
 		return k
