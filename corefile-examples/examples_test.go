@@ -286,6 +286,47 @@ func TestProduction(t *testing.T) {
 	assert.Less(t, strings.Count(srv.Output(), "\n")-before, 5, "log lines for 400 denials:\n%s", srv.Output())
 }
 
+// TestProductionWithCache: the production Corefile with a cache added to
+// its server block. cache runs before mcs and keys replies by name and
+// type, not transport, and stores no truncated reply: mcs sees it at
+// start-up (one log line) and truncates a big headless answer over UDP
+// (TC) instead of cutting it to a subset, so that a TCP client asking
+// after a UDP one still gets every endpoint. (TestProduction: without the
+// cache, the UDP answer is a subset without TC.)
+func TestProductionWithCache(t *testing.T) {
+	bins := procs.Build(t)
+	f := setup(t)
+	prod := read(t, "production.Corefile")
+	withCache := strings.Replace(prod, "    bufsize 1232\n", "    bufsize 1232\n    cache 30\n", 1)
+	require.NotEqual(t, prod, withCache)
+	corefile, _ := adapt(t, withCache, f.set.Kubeconfig, "east")
+	srv := procs.StartCoreDNS(t, bins.CoreDNS, corefile)
+	mcsAnswers(t, srv.Addr, f)
+	// Synced with every endpoint of big: the last one's own name (its
+	// own cache key), so that big's answer is not cached before.
+	eventually(t, srv.Addr, fmt.Sprintf("10-2-0-%d.east.big.demo.svc.clusterset.local", bigEndpoints), dns.TypeA, wantA(fmt.Sprintf("10.2.0.%d", bigEndpoints)))
+	assert.Contains(t, srv.Output(), "cache runs before mcs in this server block")
+
+	q := new(dns.Msg)
+	q.SetQuestion("big.demo.svc.clusterset.local.", dns.TypeA)
+	q.SetEdns0(65535, false)
+	udp := &dns.Client{Net: "udp", UDPSize: 65535, Timeout: 2 * time.Second}
+	tcp := &dns.Client{Net: "tcp", Timeout: 2 * time.Second}
+	for round := range 2 { // the second from the cache
+		r, _, err := udp.Exchange(q, srv.Addr)
+		require.NoError(t, err)
+		assert.True(t, r.Truncated, "round %d: TC over UDP", round)
+		r.Compress = true
+		packed, err := r.Pack()
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(packed), 1232, "UDP reply size")
+		r, _, err = tcp.Exchange(q, srv.Addr)
+		require.NoError(t, err)
+		assert.False(t, r.Truncated)
+		assert.Len(t, r.Answer, bigEndpoints, "round %d: over TCP after UDP, every endpoint", round)
+	}
+}
+
 func TestAdaptBareMCS(t *testing.T) {
 	out, _ := adapt(t, "clusterset.local {\n    mcs\n}\n", "/kc", "east")
 	require.Contains(t, out, "mcs {\n        kubeconfig /kc east\n    }")

@@ -48,6 +48,16 @@ func (r *Results) medStartup(size, id string) (startMs float64, rss float64, ok 
 	return median(st.StartMs), median(rs), true
 }
 
+// hasStartup reports whether server id was started for start-up and RSS.
+func (r *Results) hasStartup(id string) bool {
+	for _, m := range r.Startup {
+		if m[id] != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // sizes are the start-up sizes, smallest first ("1x" always).
 func (r *Results) sizes() []string {
 	out := []string{"1x"}
@@ -146,8 +156,8 @@ func (r *Results) Markdown() string {
 			f.Scale, f.Sizes.Imports, f.Sizes.Headless, f.Sizes.Namespaces, f.Endpoints, f.Sizes.Endpoints, f.Sizes.Clusters, f.Slices, f.Objects, f.Seconds)
 	}
 	p("- Servers (one binary, `.:PORT`, no cache): a = `mcs clusterset.local`; b = `kubernetes cluster.local clusterset.local { multicluster clusterset.local }` (peer); c = `whoami` (ceiling).")
-	if r.Shaping != nil {
-		p(" Shaping phase: a+ = a with `%s`.", shapedOptions)
+	if r.Shaping != nil || r.hasStartup("a+") {
+		p(" Shaping phase, start-up and RSS: a+ = a with `%s`.", shapedOptions)
 	}
 	p("\n")
 	p("- dnsperf `-e -v %s`, %s per run, %d rounds; in every round each kind runs on a, b and c back to back (who goes first rotates). QPS and latency: medians over rounds; ratios: median of the per-round ratios (the three runs of a round are seconds apart, so the machine's drift cancels). p99 from dnsperf's per-query latencies (-v).\n\n", o.DNSPerfArgs, o.Duration, o.Rounds)
@@ -204,10 +214,11 @@ func (r *Results) Markdown() string {
 		}
 	}
 
-	p("\n## Memory and start-up (medians of %d starts each, alternating a and b)\n\n", o.Starts)
-	p("| size | a RSS after sync | b RSS after sync | a/b | c RSS (floor: the binary, no data) | above the floor: (a-c)/(b-c) | a start to answering | b start to answering |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("\n## Memory and start-up (medians of %d starts each, alternating a, a+ and b)\n\n", o.Starts)
+	p("| size | a RSS after sync | a+ RSS after sync | b RSS after sync | a/b | a+/a | c RSS (floor: the binary, no data) | above the floor: (a-c)/(b-c) | a start to answering | a+ start to answering | b start to answering |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, size := range r.sizes() {
 		as, ar, aok := r.medStartup(size, "a")
+		ps, pr, pok := r.medStartup(size, "a+")
 		bs, br, bok := r.medStartup(size, "b")
 		f := func(ok bool, v float64, unit string) string {
 			if !ok {
@@ -218,18 +229,21 @@ func (r *Results) Markdown() string {
 			}
 			return fmt.Sprintf("%.0f ms", v)
 		}
-		rt := "-"
+		rt, shaped := "-", "-"
 		if aok && bok {
 			rt = fmt.Sprintf("%.2f", ar/br)
+		}
+		if aok && pok {
+			shaped = fmt.Sprintf("%.2f", pr/ar)
 		}
 		_, cr, cok := r.medStartup(size, "c")
 		above := "-"
 		if aok && bok && cok && br > cr {
 			above = fmt.Sprintf("%.2f", (ar-cr)/(br-cr))
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", size, f(aok, ar, "MiB"), f(bok, br, "MiB"), rt, f(cok, cr, "MiB"), above, f(aok, as, "ms"), f(bok, bs, "ms"))
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", size, f(aok, ar, "MiB"), f(pok, pr, "MiB"), f(bok, br, "MiB"), rt, shaped, f(cok, cr, "MiB"), above, f(aok, as, "ms"), f(pok, ps, "ms"), f(bok, bs, "ms"))
 	}
-	p("\nStart to answering: from starting the process to every name of a sample (the last service of every namespace of each kind, plus random ones, all kinds it answers right) answering right; polled every few ms. RSS: VmRSS %s after that. The target is a/b; (a-c)/(b-c) is what each server's data costs above the RSS of the same binary serving nothing (c), for reading only.\n", o.Settle)
+	p("\nStart to answering: from starting the process to every name of a sample (the last service of every namespace of each kind, plus random ones, all kinds it answers right) answering right; polled every few ms. RSS: VmRSS %s after that. The target is a/b; a+/a is what the shaping options cost (their rings are packed on a name's first shaped query, so the sample's headless names are packed; the rest is the same answers); (a-c)/(b-c) is what each server's data costs above the RSS of the same binary serving nothing (c), for reading only.\n", o.Settle)
 	if len(r.MemStats) > 0 {
 		keys := make([]string, 0, len(r.MemStats))
 		for k := range r.MemStats {

@@ -31,7 +31,8 @@ var serverLabels = map[string]string{
 	"a": "mcs",
 	"b": "kubernetes multicluster (peer)",
 	"c": "whoami (ceiling)",
-	// a+ runs only in the shaping phase: a with the answer-shaping options on.
+	// a+ is a with the answer-shaping options on: the shaping phase, and
+	// start-up and RSS.
 	"a+": "mcs, shaped (" + shapedOptions + ")",
 }
 

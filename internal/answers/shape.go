@@ -1,6 +1,7 @@
 package answers
 
 import (
+	"math/rand/v2"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -135,9 +136,9 @@ func (s *Set) Ring(zone int, n *Node, qname string, qtype uint16) *dnswire.Ring 
 var unpackableRing = &dnswire.Ring{}
 
 // ringOptions are the options of the set's rings with records of
-// recLen octets (0: perUnit records per unit).
-func (s *Set) ringOptions(recLen, perUnit int) dnswire.RingOptions {
-	o := dnswire.RingOptions{RecLen: recLen, PerUnit: perUnit}
+// recLen octets (0: perUnit records per unit), rotating from start.
+func (s *Set) ringOptions(recLen, perUnit int, start uint32) dnswire.RingOptions {
+	o := dnswire.RingOptions{RecLen: recLen, PerUnit: perUnit, Start: start}
 	if sh := s.shaping; sh != nil {
 		o.Max, o.Rotate = sh.MaxAnswers, sh.Rotate
 	}
@@ -163,15 +164,11 @@ type addrUnit struct {
 	local  bool
 }
 
-// addrRings packs the A and AAAA rings of the service name n (in any
-// zone: they share their addresses). Its units are the endpoints with
-// a name (an address belongs to the first whose PTR target it is), each
-// address of an endpoint without one a unit of its own, in the order of
-// their first address in n.addrs: the A answer lists the addresses in
-// the order of Records. Each ring has the units with addresses of its
-// family; one with both families fits only as many units as fit in both
-// answers (Pair), so that A and AAAA name the same endpoints.
-func (s *Set) addrRings(n *Node, qname string) (a, aaaa *dnswire.Ring) {
+// addrUnits returns the units of the A and AAAA answers of the service
+// name n: the endpoints with a name (an address belongs to the first
+// whose PTR target it is), each address of an endpoint without one a
+// unit of its own, in the order of their first address in n.addrs.
+func (s *Set) addrUnits(n *Node) []addrUnit {
 	var units []addrUnit
 	byNode := make(map[*Node]int)
 	base := s.zones[0].top.owner
@@ -196,52 +193,103 @@ func (s *Set) addrRings(n *Node, qname string) (a, aaaa *dnswire.Ring) {
 			units[u].v6 = append(units[u].v6, int32(j)) // #nosec G115 -- idem
 		}
 	}
+	return units
+}
+
+// addrRings packs the A and AAAA rings of the service name n (in any
+// zone: they share their addresses), whose units are addrUnits: the A
+// answer lists the addresses in the order of Records. A service with
+// one address family has one ring, of its units. With both, the two
+// rings have every unit, in the same groups and order (a unit without
+// addresses of a family takes no octets in its ring), are paired, and
+// rotate from the same start: an A and an AAAA reply of the same buffer
+// and rotation name the same endpoints of both families, and each as
+// many endpoints of its family alone as fit (dnswire.Ring.Choose).
+func (s *Set) addrRings(n *Node, qname string) (a, aaaa *dnswire.Ring) {
+	units := s.addrUnits(n)
 	groups := localGroups(len(units), func(i int) bool { return units[i].local })
 	hasV4, hasV6 := n.v4 > 0, len(n.addrs) > int(n.v4)
-	build := func(v6 bool) []dnswire.RingGroup {
-		var out []dnswire.RingGroup
-		for _, g := range groups {
-			var rg dnswire.RingGroup
-			rg.Ends = make([]uint32, 1, len(g)+1)
-			if hasV4 && hasV6 {
-				rg.Pair = make([]uint32, 1, len(g)+1)
-			}
-			for _, ui := range g {
-				own, other := units[ui].v4, units[ui].v6
-				ownLen, otherLen := dnswire.ARRLen, dnswire.AAAARRLen
-				if v6 {
-					own, other = other, own
-					ownLen, otherLen = otherLen, ownLen
-				}
-				if len(own) == 0 {
-					continue // not an endpoint of this answer
-				}
-				for _, j := range own {
-					ip := n.addrs[j]
-					if v6 {
-						b := ip.As16()
-						rg.Recs = dnswire.AppendAddrRR(rg.Recs, b[:], n.ttl)
-					} else {
-						b := ip.As4()
-						rg.Recs = dnswire.AppendAddrRR(rg.Recs, b[:], n.ttl)
-					}
-				}
-				rg.Ends = append(rg.Ends, rg.Ends[len(rg.Ends)-1]+uint32(len(own)*ownLen)) // #nosec G115 -- bounded by the records' octets
-				if rg.Pair != nil {
-					rg.Pair = append(rg.Pair, rg.Pair[len(rg.Pair)-1]+uint32(len(other)*otherLen)) // #nosec G115 -- idem
-				}
-			}
-			out = append(out, rg)
-		}
-		return out
+	paired := hasV4 && hasV6
+	mixed := false // some endpoint has one family only
+	for _, u := range units {
+		mixed = mixed || paired && (len(u.v4) == 0 || len(u.v6) == 0)
 	}
+	if mixed {
+		for i, g := range groups {
+			groups[i] = spreadV6Only(g, units)
+		}
+	}
+	var v4Groups, v6Groups []dnswire.RingGroup
+	for _, g := range groups {
+		var g4, g6 dnswire.RingGroup
+		g4.Ends = make([]uint32, 1, len(g)+1)
+		g6.Ends = make([]uint32, 1, len(g)+1)
+		if mixed {
+			g4.Count = make([]uint32, 1, len(g)+1)
+			g6.Count = make([]uint32, 1, len(g)+1)
+		}
+		for _, ui := range g {
+			u := units[ui]
+			for _, j := range u.v4 {
+				b := n.addrs[j].As4()
+				g4.Recs = dnswire.AppendAddrRR(g4.Recs, b[:], n.ttl)
+			}
+			for _, j := range u.v6 {
+				b := n.addrs[j].As16()
+				g6.Recs = dnswire.AppendAddrRR(g6.Recs, b[:], n.ttl)
+			}
+			g4.Ends = append(g4.Ends, uint32(len(g4.Recs))) // #nosec G115 -- bounded by the records' octets
+			g6.Ends = append(g6.Ends, uint32(len(g6.Recs))) // #nosec G115 -- idem
+			if mixed {
+				g4.Count = append(g4.Count, g4.Count[len(g4.Count)-1]+uint32(min(len(u.v4), 1))) // #nosec G115 -- 0 or 1
+				g6.Count = append(g6.Count, g6.Count[len(g6.Count)-1]+uint32(min(len(u.v6), 1))) // #nosec G115 -- idem
+			}
+		}
+		if paired {
+			// The same arrays serve both rings, each the other's pair.
+			g4.Pair, g6.Pair = g6.Ends, g4.Ends
+			g4.PairCount, g6.PairCount = g6.Count, g4.Count
+		}
+		v4Groups, v6Groups = append(v4Groups, g4), append(v6Groups, g6)
+	}
+	start := rand.Uint32() // rotation starts anywhere (see srvRing), the same for both
 	if hasV4 {
-		a = dnswire.NewRing(qname, dns.TypeA, build(false), s.ringOptions(dnswire.ARRLen, 0))
+		a = dnswire.NewRing(qname, dns.TypeA, v4Groups, s.ringOptions(dnswire.ARRLen, 0, start))
 	}
 	if hasV6 {
-		aaaa = dnswire.NewRing(qname, dns.TypeAAAA, build(true), s.ringOptions(dnswire.AAAARRLen, 0))
+		aaaa = dnswire.NewRing(qname, dns.TypeAAAA, v6Groups, s.ringOptions(dnswire.AAAARRLen, 0, start))
 	}
 	return a, aaaa
+}
+
+// spreadV6Only returns the units g (indexes into units) with those that
+// have IPv6 addresses only spread evenly among the others, each kind in
+// its order. addrUnits lists them after every endpoint with an IPv4
+// address; in one run, a rotation starting in it would fill an AAAA
+// reply with them, leaving the paired A reply nothing but what follows
+// (see dnswire.Ring.Choose).
+func spreadV6Only(g []int, units []addrUnit) []int {
+	var v4, v6 []int
+	for _, ui := range g {
+		if len(units[ui].v4) > 0 {
+			v4 = append(v4, ui)
+		} else {
+			v6 = append(v6, ui)
+		}
+	}
+	if len(v4) == 0 || len(v6) == 0 {
+		return g
+	}
+	out := make([]int, 0, len(g))
+	j := 0
+	for i, ui := range v4 {
+		out = append(out, ui)
+		// After the (i+1)th of len(v4), (i+1)/len(v4) of the others.
+		for ; j*len(v4) < (i+1)*len(v6); j++ {
+			out = append(out, v6[j])
+		}
+	}
+	return out
 }
 
 // srvRing packs the SRV ring of n in zone index zone: a unit per target,
@@ -287,7 +335,10 @@ func (s *Set) srvRing(zone int, n *Node, qname string) *dnswire.Ring {
 		}
 		out = append(out, rg)
 	}
-	return dnswire.NewRing(qname, dns.TypeSRV, out, s.ringOptions(0, len(spec.ports)))
+	// Rotation starts anywhere: answers are rebuilt on every change of
+	// the service, and starting at 0 each time would favour the first
+	// endpoints under churn.
+	return dnswire.NewRing(qname, dns.TypeSRV, out, s.ringOptions(0, len(spec.ports), rand.Uint32()))
 }
 
 // localGroups splits the indexes 0..n-1 into the local ones, then the

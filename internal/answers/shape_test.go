@@ -228,3 +228,93 @@ func TestBigServiceOverTCP(t *testing.T) {
 	assert.Len(t, m.Answer, (dns.MaxMsgSize-12-len(dbName)-1-4)/16)
 	assert.Equal(t, 5000, s.Endpoints())
 }
+
+// mixedService is a headless service with n endpoints in each of the
+// clusters: endpoint i has IPv4 and IPv6 addresses when i%3 is 0, IPv4
+// only when 1, IPv6 only when 2.
+func mixedService(clusters []string, n int) (*Service, []*Slice, map[string]bool) {
+	svc := &Service{Namespace: "demo", Name: "db", Type: Headless, Ports: []Port{{Name: "pg", Protocol: "tcp", Port: 5432}}}
+	var out []*Slice
+	dual := map[string]bool{}
+	for c, id := range clusters {
+		v4 := &Slice{Name: id + "-v4", ClusterID: id}
+		v6 := &Slice{Name: id + "-v6", ClusterID: id}
+		for i := range n {
+			host := fmt.Sprintf("%s-%d", id, i)
+			if i%3 != 2 {
+				v4.Endpoints = append(v4.Endpoints, Endpoint{Hostname: host, Ready: true,
+					Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(c + 1), byte(i >> 8), byte(i)})}})
+			}
+			if i%3 != 1 {
+				v6.Endpoints = append(v6.Endpoints, Endpoint{Hostname: host, Ready: true,
+					Addresses: []netip.Addr{netip.AddrFrom16([16]byte{0xfd, 0, 13: byte(c + 1), 14: byte(i >> 8), 15: byte(i)})}})
+			}
+			dual[host] = i%3 == 0
+		}
+		out = append(out, v4, v6)
+	}
+	return svc, out, dual
+}
+
+// TestMixedFamiliesSubsets: with endpoints of one family mixed in,
+// local-first and rotating, an A and an AAAA answer of the same buffer,
+// asked in turn, name the same dual-stack endpoints (in the same order),
+// each as many of its own family's as fit, this cluster's first.
+func TestMixedFamiliesSubsets(t *testing.T) {
+	svc, sl, dual := mixedService([]string{"east", "west"}, 60)
+	for _, sh := range []*Shaping{
+		{ClusterID: "west", Locality: LocalityLocalFirst, Rotate: true},
+		{ClusterID: "west", Locality: LocalityLocalFirst, Rotate: true, MaxAnswers: 25},
+		{Rotate: true},
+	} {
+		s := Build(svc, sl, Config{Zones: []string{"clusterset.local."}, TTL: 5, Shaping: sh})
+		for _, limit := range []int{512, 1232, 2000, dns.MaxMsgSize} {
+			firsts := map[string]bool{}
+			for round := range 45 {
+				a, na := ringReply(t, s, dbName, dns.TypeA, limit, true)
+				aaaa, naaaa := ringReply(t, s, dbName, dns.TypeAAAA, limit, true)
+				ha, h6 := hosts(t, s, a.Answer), hosts(t, s, aaaa.Answer)
+				require.NotEmpty(t, ha)
+				require.NotEmpty(t, h6)
+				assert.LessOrEqual(t, na, limit)
+				assert.LessOrEqual(t, naaaa, limit)
+				both := func(hs []string) (out []string) {
+					for _, h := range hs {
+						if dual[h] {
+							out = append(out, h)
+						}
+					}
+					return out
+				}
+				msg := fmt.Sprintf("%+v limit %d round %d:\nA    %v\nAAAA %v", *sh, limit, round, ha, h6)
+				require.Equal(t, both(ha), both(h6), "the same dual-stack endpoints: "+msg)
+				for _, h := range [][]string{ha, h6} {
+					if sh.MaxAnswers > 0 {
+						assert.LessOrEqual(t, len(h), sh.MaxAnswers, msg)
+					}
+					if sh.ClusterID != "" {
+						// west's 40 A and 40 AAAA endpoints first.
+						local := min(len(h), 40)
+						for i, host := range h {
+							assert.Equal(t, i < local, strings.HasPrefix(host, "west-"), msg)
+						}
+					}
+					sorted := slices.Sorted(slices.Values(h))
+					assert.Equal(t, slices.Compact(slices.Clone(sorted)), sorted, "no repeats: "+msg)
+				}
+				if limit == dns.MaxMsgSize && sh.MaxAnswers == 0 {
+					assert.Len(t, ha, 80, "every IPv4 endpoint")
+					assert.Len(t, h6, 80, "every IPv6 endpoint")
+				}
+				if limit == 512 {
+					// Not every endpoint fits: one more record would not,
+					// or the next endpoint of the family is dual-stack (and
+					// its AAAA record did not fit the other answer).
+					assert.Less(t, len(h6), 80)
+				}
+				firsts[ha[0]] = true
+			}
+			assert.Greater(t, len(firsts), 10, "rotation: %v", firsts)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package dnswire
 
 import (
 	"encoding/binary"
-	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 
@@ -36,6 +35,8 @@ type Ring struct {
 	max     int
 	rotate  bool
 	extraN  int
+	// counted: the groups have Count and PairCount (see RingGroup).
+	counted bool
 	// unitLen and pairLen, when unitLen is not 0, are the octets of every
 	// unit in the answer and in the paired one (the usual case: one
 	// address per endpoint): Choose divides instead of searching.
@@ -49,13 +50,23 @@ type Ring struct {
 // another answer that must name the same units (AAAA for A): a reply
 // takes only as many units as fit in both. Extra and ExtraEnds are the
 // units' additional records in the same way.
+//
+// Count and PairCount, when not nil (with Pair), are the number of units
+// among [0, i) that have records in this answer and in the paired one: a
+// unit may have none in one of them (an endpoint with one address
+// family), and then takes no octets there. The units with records in
+// both are shared: a reply and the paired reply of the same buffer and
+// rotation offsets hold the same shared units (see Choose). Without
+// Count, every unit has records in both. The paired rings have the same
+// units in the same groups.
 type RingGroup struct {
-	Recs       []byte
-	Ends       []uint32
-	Pair       []uint32
-	Extra      []byte
-	ExtraEnds  []uint32
-	ExtraCount int
+	Recs             []byte
+	Ends             []uint32
+	Pair             []uint32
+	Count, PairCount []uint32
+	Extra            []byte
+	ExtraEnds        []uint32
+	ExtraCount       int
 }
 
 func (g *RingGroup) n() int { return len(g.Ends) - 1 }
@@ -66,10 +77,13 @@ type RingOptions struct {
 	// a compressed owner name); 0 when they differ, and then PerUnit is
 	// the number of records of every unit (SRV: one per port).
 	RecLen, PerUnit int
-	// Max caps the units of a reply (0: none).
+	// Max caps the units of a reply (0: none); with Count, the units
+	// with records in the reply, and in the paired one.
 	Max int
-	// Rotate starts each group of successive replies one unit further.
+	// Rotate starts each group of successive replies one unit further,
+	// from Start on: paired rings given the same Start turn in step.
 	Rotate bool
+	Start  uint32
 }
 
 // AddrRRLen and AAAARRLen are the lengths of an address record whose
@@ -93,16 +107,14 @@ func NewRing(qname string, qtype uint16, groups []RingGroup, o RingOptions) *Rin
 	}
 	g := &Ring{Name: qname, head: head, recLen: o.RecLen, perUnit: o.PerUnit, max: o.Max, rotate: o.Rotate}
 	if o.Rotate {
-		// Start anywhere: answers are rebuilt on every change of the
-		// service, and starting at 0 each time would favour the first
-		// endpoints under churn.
-		g.next.Store(rand.Uint32())
+		g.next.Store(o.Start)
 	}
 	for _, gr := range groups {
 		if gr.n() > 0 {
 			g.groups = append(g.groups, gr)
 			g.units += gr.n()
 			g.extraN += gr.ExtraCount
+			g.counted = g.counted || gr.Count != nil
 		}
 	}
 	if g.units == 0 {
@@ -111,7 +123,9 @@ func NewRing(qname string, qtype uint16, groups []RingGroup, o RingOptions) *Rin
 	if g.max <= 0 || g.max > g.units {
 		g.max = g.units
 	}
-	g.unitLen, g.pairLen = uniform(g.groups)
+	if !g.counted {
+		g.unitLen, g.pairLen = uniform(g.groups)
+	}
 	return g
 }
 
@@ -164,10 +178,52 @@ func (g *Ring) size(k int, off *[2]int) (ans, pair int) {
 	return ans, pair
 }
 
+// counts returns the units with records in the answer and in the paired
+// one among the first k at offsets off (k, k without Count).
+func (g *Ring) counts(k int, off *[2]int) (own, pair int) {
+	if !g.counted {
+		return k, k
+	}
+	for i := range g.groups {
+		gr := &g.groups[i]
+		j := min(k, gr.n())
+		own += window(gr.Count, gr.n(), off[i], j)
+		pair += window(gr.PairCount, gr.n(), off[i], j)
+		k -= j
+	}
+	return own, pair
+}
+
+// largest returns the largest k in [lo, hi] for which ok holds, given
+// that it holds for lo and, past some k, for none after: sizes and
+// counts grow with k. O(log(hi-lo)) calls.
+func largest(lo, hi int, ok func(int) bool) int {
+	if ok(hi) {
+		return hi
+	}
+	for hi-lo > 1 { // ok(lo), !ok(hi)
+		mid := int(uint(lo+hi) >> 1)
+		if ok(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
 // Choose returns how many units a reply of at most limit octets (with
 // an OPT record when opt) takes and the groups' rotation offsets, and
 // whether it carries the additional section; 0 units when not even one
 // fits. With Rotate, every call turns the ring one unit further.
+//
+// Paired rings (Pair) take the longest prefix of units that fits both
+// replies. With Count, each reply then takes the units that follow with
+// records of its own only (one address family), as long as they fit and
+// no shared unit comes: the two replies hold the same shared units, and
+// each as many others as fit. Only when that leaves a reply without
+// records (its first unit with any lies past what fits the paired
+// reply) does it take what fits of its own alone.
 func (g *Ring) Choose(limit int, opt bool) (k int, off [2]int, extra bool) {
 	room := limit - len(g.head)
 	if opt {
@@ -179,38 +235,56 @@ func (g *Ring) Choose(limit int, opt bool) (k int, off [2]int, extra bool) {
 			off[i] = int(c % uint32(g.groups[i].n())) // #nosec G115 -- a group has fewer than 2^32 units
 		}
 	}
-	if g.unitLen > 0 {
-		k = g.max
-		if room < 0 {
-			k = 0
-		} else {
-			k = min(k, room/g.unitLen)
-			if g.pairLen > 0 {
-				k = min(k, room/g.pairLen)
-			}
-		}
-		return k, off, g.withExtra(k, room, &off)
+	if room < 0 {
+		return 0, off, false
 	}
-	fits := func(k int) bool {
-		a, p := g.size(k, &off)
-		return a <= room && p <= room
-	}
-	if fits(g.max) {
-		k = g.max
-	} else {
-		// The largest k that fits: sizes grow with k.
-		lo, hi := 0, g.max // fits(lo), !fits(hi)
-		for hi-lo > 1 {
-			mid := int(uint(lo+hi) >> 1)
-			if fits(mid) {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		k = lo
-	}
+	k = g.choose(room, &off)
 	return k, off, g.withExtra(k, room, &off)
+}
+
+// choose is Choose's number of units for room octets at offsets off.
+func (g *Ring) choose(room int, off *[2]int) int {
+	if g.unitLen > 0 {
+		k := min(g.max, room/g.unitLen)
+		if g.pairLen > 0 && room/g.pairLen > 0 {
+			k = min(k, room/g.pairLen)
+		}
+		return k
+	}
+	if !g.counted {
+		k := largest(0, g.max, func(k int) bool {
+			a, p := g.size(k, off)
+			return a <= room && p <= room
+		})
+		if k == 0 && g.groups[0].Pair != nil {
+			k = largest(0, g.max, func(k int) bool { a, _ := g.size(k, off); return a <= room })
+		}
+		return k
+	}
+	k := largest(0, g.units, func(k int) bool {
+		a, p := g.size(k, off)
+		c, pc := g.counts(k, off)
+		return a <= room && p <= room && c <= g.max && pc <= g.max
+	})
+	c, pc := g.counts(k, off)
+	shared := c + pc - k // every unit has records in one reply at least
+	k = largest(k, g.units, func(k int) bool {
+		a, _ := g.size(k, off)
+		c, pc := g.counts(k, off)
+		return a <= room && c <= g.max && c+pc-k == shared
+	})
+	if c, _ = g.counts(k, off); c > 0 {
+		return k
+	}
+	k = largest(0, g.units, func(k int) bool {
+		a, _ := g.size(k, off)
+		c, _ := g.counts(k, off)
+		return a <= room && c <= g.max
+	})
+	if c, _ = g.counts(k, off); c == 0 {
+		return 0
+	}
+	return k
 }
 
 // withExtra reports whether a reply of k units at offsets off carries

@@ -135,6 +135,27 @@ func shapingMCS(b testing.TB, sh *answers.Shaping) *MCS {
 		}
 		p.index.Put(svc.Key(), answers.Build(svc, sl, acfg))
 	}
+	// mixed500: 500 endpoints in three clusters, a third with IPv4 and
+	// IPv6, a third IPv4 only, a third IPv6 only (paired rings with
+	// endpoints of one family).
+	svc := &answers.Service{Namespace: "demo", Name: "mixed500", Type: answers.Headless,
+		Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}}}
+	var sl []*answers.Slice
+	for c, id := range []string{"east", "north", "west"} {
+		s := &answers.Slice{Name: id, ClusterID: id}
+		for i := c; i < 500; i += 3 {
+			var ips []string
+			if i%3 != 2 {
+				ips = append(ips, fmt.Sprintf("10.%d.%d.%d", 110+c, i>>8, i&255))
+			}
+			if i%3 != 1 {
+				ips = append(ips, fmt.Sprintf("fd00::%d:%d", 110+c, i))
+			}
+			s.Endpoints = append(s.Endpoints, readyEP(fmt.Sprintf("pod-%d", i), ips...))
+		}
+		sl = append(sl, s)
+	}
+	p.index.Put(svc.Key(), answers.Build(svc, sl, acfg))
 	return p
 }
 
@@ -166,6 +187,8 @@ func BenchmarkShaping(b *testing.B) {
 		{"hl5000-A", "hl5000.demo.svc.clusterset.local.", dns.TypeA},
 		{"hl50-SRV", "_http._tcp.hl50.demo.svc.clusterset.local.", dns.TypeSRV},
 		{"hl5000-SRV", "_http._tcp.hl5000.demo.svc.clusterset.local.", dns.TypeSRV},
+		{"mixed500-A", "mixed500.demo.svc.clusterset.local.", dns.TypeA},
+		{"mixed500-AAAA", "mixed500.demo.svc.clusterset.local.", dns.TypeAAAA},
 	}
 	for _, o := range options {
 		p := shapingMCS(b, o.sh)
@@ -205,7 +228,9 @@ func BenchmarkShaping(b *testing.B) {
 // discardTCP is discard over TCP.
 type discardTCP struct{ discard }
 
-func (discardTCP) Network() string { return "tcp" }
-func (discardTCP) RemoteAddr() net.Addr {
-	return &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 40000}
-}
+// benchRemoteTCP is allocated once, as benchRemote: a new address per
+// call would count as allocations of the query path.
+var benchRemoteTCP net.Addr = &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 40000}
+
+func (discardTCP) Network() string      { return "tcp" }
+func (discardTCP) RemoteAddr() net.Addr { return benchRemoteTCP }

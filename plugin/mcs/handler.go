@@ -88,10 +88,10 @@ func (p *MCS) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 	switch {
 	case res.node != nil:
-		if writePacked(w, r, &q, qname, res.set, z.fwd, res.node) {
+		if writePacked(w, r, &q, qname, res.set, z.fwd, res.node, p.noSubsets) {
 			return dns.RcodeSuccess, nil
 		}
-		res.answer, res.extra = shapedRecords(w, r, qname, res.set, z.fwd, res.node, res.qtype)
+		res.answer, res.extra = shapedRecords(w, r, qname, res.set, z.fwd, res.node, res.qtype, p.noSubsets)
 		res.fresh = true
 	case res.ptr != nil:
 		ttl := p.index.PTRTTL()
@@ -193,14 +193,22 @@ func (z *zone) apex(qtype uint16) result {
 // shapedRecords returns the records of qtype at node for the dns.Msg
 // path: those of the packed path's reply when the answer is shaped
 // (answers.Set.Shapes: local-first, rotated, capped, or cut to fit the
-// client's buffer), else node.Records. They are fresh.
-func shapedRecords(w dns.ResponseWriter, r *dns.Msg, qname string, set *answers.Set, zone int, node *answers.Node, qtype uint16) (answer, extra []dns.RR) {
-	if shaped, _ := set.Shapes(zone, node, qtype); !shaped || len(r.Question) != 1 || r.Question[0].Qtype != qtype {
+// client's buffer), else node.Records. They are fresh. An ANY query
+// whose answer is this RRset (resolveANY) gets the same records as a
+// query of qtype: a headless subset rather than TC. With noSubsets
+// (MCS.noSubsets) they are those of a reply over TCP, which write
+// truncates to the client's buffer, with TC.
+func shapedRecords(w dns.ResponseWriter, r *dns.Msg, qname string, set *answers.Set, zone int, node *answers.Node, qtype uint16, noSubsets bool) (answer, extra []dns.RR) {
+	if shaped, _ := set.Shapes(zone, node, qtype); !shaped || len(r.Question) != 1 ||
+		r.Question[0].Qtype != qtype && r.Question[0].Qtype != dns.TypeANY {
 		return node.Records(qtype)
 	}
-	// The query's own type: an ANY query takes the plain records.
 	state := request.Request{W: w, Req: r}
-	size := state.Size()
+	limit := state.Size()
+	if noSubsets {
+		limit = dns.MaxMsgSize
+	}
+	size := limit
 	if r.IsEdns0() != nil {
 		size -= 11 // the OPT record SizeAndDo adds
 	}
@@ -214,7 +222,7 @@ func shapedRecords(w dns.ResponseWriter, r *dns.Msg, qname string, set *answers.
 	if ring == nil {
 		return node.Records(qtype)
 	}
-	k, off, withExtra := ring.Choose(state.Size(), r.IsEdns0() != nil)
+	k, off, withExtra := ring.Choose(limit, r.IsEdns0() != nil)
 	if plain && k == ring.Units() {
 		// All of it fits: the records as before (write drops the
 		// additional section when only that does not fit).

@@ -321,6 +321,31 @@ func TestServeDNSTypeANY(t *testing.T) {
 	assert.Equal(t, dns.RcodeNameError, m.Rcode)
 }
 
+// TestServeDNSTypeANYBigHeadless: an ANY query of a headless name whose
+// A answer does not fit gets what the A query gets: the largest subset
+// that fits, without TC; over TCP every endpoint.
+func TestServeDNSTypeANYBigHeadless(t *testing.T) {
+	p := newTestMCS(t)
+	const name = "big.demo.svc.clusterset.local."
+	for limit, opts := range map[int][]queryOpt{512: nil, 1232: {edns(1232)}, 4096: {edns(4096)}} {
+		a := query(t, p, name, dns.TypeA, opts...)
+		m := query(t, p, name, dns.TypeANY, opts...)
+		assert.Equal(t, dns.RcodeSuccess, m.Rcode)
+		assert.False(t, m.Truncated, "%d: a subset, without TC", limit)
+		assert.Equal(t, rrs(a.Answer), rrs(m.Answer), "%d: the A query's subset", limit)
+		assert.Less(t, len(m.Answer), 500, "%d", limit)
+		assert.Greater(t, len(m.Answer), (limit-100)/16, "%d", limit)
+		require.Len(t, m.Question, 1)
+		assert.Equal(t, dns.TypeANY, m.Question[0].Qtype)
+		b, err := m.Pack()
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(b), limit)
+	}
+	m := query(t, p, name, dns.TypeANY, overTCP)
+	assert.False(t, m.Truncated)
+	assert.Len(t, m.Answer, 500, "over TCP, whole")
+}
+
 // TestReverseEmptyNonTerminals: a partial reverse name above an address
 // with PTR records exists (NOERROR, no records, SOA), so that RFC 8020
 // resolvers walking down to the PTR name do not stop at NXDOMAIN.

@@ -61,6 +61,42 @@ func dualFixture(t *testing.T, c *cluster.Cluster) {
 	createSlice(t, c, "loc", "dual-v6", "dual", "east", discoveryv1.AddressTypeIPv6, v6...)
 }
 
+// mixedFixture is a headless import "mixed" with 30 endpoints in each of
+// east and west (m-i): IPv4 and IPv6 when i%3 is 0, IPv4 only when 1,
+// IPv6 only when 2; cluster n's at 10.4n.0.i and fd00::4n:i.
+func mixedFixture(t *testing.T, c *cluster.Cluster) {
+	createImport(t, c, "loc", "mixed", mcsv1beta1.Headless, nil, false, port("pg", corev1.ProtocolTCP, 5432))
+	for n, id := range []string{"east", "west"} {
+		var v4, v6 []discoveryv1.Endpoint
+		for i := range 30 {
+			host := fmt.Sprintf("m-%d", i)
+			if i%3 != 2 {
+				v4 = append(v4, endpoint(host, nil, fmt.Sprintf("10.4%d.0.%d", n, i)))
+			}
+			if i%3 != 1 {
+				v6 = append(v6, endpoint(host, nil, fmt.Sprintf("fd00::4%d:%x", n, i)))
+			}
+		}
+		createSlice(t, c, "loc", "mixed-"+id+"-v4", "mixed", id, discoveryv1.AddressTypeIPv4, v4...)
+		createSlice(t, c, "loc", "mixed-"+id+"-v6", "mixed", id, discoveryv1.AddressTypeIPv6, v6...)
+	}
+}
+
+// mixedEndpoint names the endpoint of mixedFixture an A or AAAA record
+// belongs to ("east/m-3"), and whether it has both families.
+func mixedEndpoint(rr dns.RR) (string, bool) {
+	var cluster, i int
+	switch r := rr.(type) {
+	case *dns.A:
+		cluster, i = int(r.A.To4()[1]-40), int(r.A.To4()[3])
+	case *dns.AAAA:
+		cluster, i = int(r.AAAA[13]-0x40), int(r.AAAA[15])
+	default:
+		return "?", false
+	}
+	return fmt.Sprintf("%s/m-%d", []string{"east", "west"}[cluster], i), i%3 == 0
+}
+
 // clusterOf maps the fixture's addresses and targets to their cluster.
 func clusterOf(rr dns.RR) string {
 	switch r := rr.(type) {
@@ -119,6 +155,7 @@ func TestLocalityIntegration(t *testing.T) {
 		localityFixtures(t, set.Get(name))
 	}
 	dualFixture(t, set.Get("west"))
+	mixedFixture(t, set.Get("east"))
 	// east learns its cluster ID from its ClusterProperty, and makes
 	// every headless answer local-first, rotated; west is told its ID,
 	// and leaves locality to the imports' trafficDistribution.
@@ -131,6 +168,24 @@ func TestLocalityIntegration(t *testing.T) {
     }
 }`, set.Kubeconfig))
 	west := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    mcs {
+        kubeconfig %s west
+        cluster_id west
+    }
+}`, set.Kubeconfig))
+	// A cache before mcs in the same server block (cache comes before
+	// mcs in the plugin order): UDP answers that do not fit are
+	// truncated (TC) instead of cut to a subset the cache would keep for
+	// TCP clients too. A cache of other zones changes nothing.
+	cached := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    mcs {
+        kubeconfig %s west
+        cluster_id west
+    }
+    cache 30
+}`, set.Kubeconfig))
+	cacheElsewhere := startCoreDNS(t, fmt.Sprintf(`.:0 {
+    cache 30 cluster.local
     mcs {
         kubeconfig %s west
         cluster_id west
@@ -237,6 +292,120 @@ func TestLocalityIntegration(t *testing.T) {
 				}
 			}
 			assert.Equal(t, sets[0], sets[1], "bufsize %d: the same endpoints", size)
+		}
+	})
+
+	t.Run("ANY of a big headless name is the A subset without TC", func(t *testing.T) {
+		// RFC 8482: one RRset, here A; west neither rotates nor puts
+		// "dual" local-first, so an A and an ANY query get the same.
+		const name = "dual.loc.svc.clusterset.local"
+		require.Eventually(t, func() bool {
+			r, err := ask(west.tcp, "tcp", name, dns.TypeANY, 0)
+			return err == nil && len(r.Answer) == 100
+		}, 30*time.Second, 50*time.Millisecond, "over TCP, every endpoint")
+		for _, size := range []uint16{0, 1232} {
+			a, err := ask(west.udp, "udp", name, dns.TypeA, size)
+			require.NoError(t, err)
+			r, err := ask(west.udp, "udp", name, dns.TypeANY, size)
+			require.NoError(t, err)
+			assert.False(t, r.Truncated, "bufsize %d", size)
+			assert.Equal(t, dns.RcodeSuccess, r.Rcode)
+			require.NotEmpty(t, r.Answer)
+			assert.Less(t, len(r.Answer), 100)
+			assert.Equal(t, fmt.Sprint(a.Answer), fmt.Sprint(r.Answer), "bufsize %d", size)
+			r.Compress = true
+			b, err := r.Pack()
+			require.NoError(t, err)
+			assert.LessOrEqual(t, len(b), max(512, int(size)))
+		}
+	})
+
+	t.Run("a cache in front: TC over UDP, every endpoint over TCP", func(t *testing.T) {
+		const name = "dual.loc.svc.clusterset.local"
+		for _, srv := range []*server{cached, cacheElsewhere} {
+			// Synced: the last endpoint's own name (another cache key).
+			srv.eventually(t, "d-99.east."+name, dns.TypeAAAA, func(r *dns.Msg) error {
+				if len(r.Answer) != 1 {
+					return fmt.Errorf("%v", r.Answer)
+				}
+				return nil
+			})
+		}
+		for round := range 2 { // the second from the cache
+			for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+				r, err := ask(cached.udp, "udp", name, qtype, 1232)
+				require.NoError(t, err)
+				assert.True(t, r.Truncated, "round %d %s: TC", round, dns.TypeToString[qtype])
+				assert.Less(t, len(r.Answer), 100)
+				r, err = ask(cached.tcp, "tcp", name, qtype, 1232)
+				require.NoError(t, err)
+				assert.False(t, r.Truncated)
+				assert.Len(t, r.Answer, 100, "round %d %s over TCP after UDP: every endpoint", round, dns.TypeToString[qtype])
+			}
+		}
+		r, err := ask(cacheElsewhere.udp, "udp", name, dns.TypeA, 1232)
+		require.NoError(t, err)
+		assert.False(t, r.Truncated, "a cache of other zones: the subset, as without it")
+		assert.NotEmpty(t, r.Answer)
+		assert.Less(t, len(r.Answer), 100)
+		r, err = ask(cacheElsewhere.tcp, "tcp", name, dns.TypeA, 1232)
+		require.NoError(t, err)
+		assert.Len(t, r.Answer, 100)
+	})
+
+	t.Run("with single-family endpoints A and AAAA subsets name the same dual-stack endpoints", func(t *testing.T) {
+		// east: local-first, rotating, at most 20. Wait on per-endpoint
+		// names (the last of each slice), not on the service name: its
+		// A and AAAA answers turn in step only if both are asked in turn.
+		const name = "mixed.loc.svc.clusterset.local"
+		for _, id := range []string{"east", "west"} {
+			east.eventually(t, "m-28."+id+"."+name, dns.TypeA, func(r *dns.Msg) error {
+				if len(r.Answer) != 1 {
+					return fmt.Errorf("%v", r.Answer)
+				}
+				return nil
+			})
+			east.eventually(t, "m-29."+id+"."+name, dns.TypeAAAA, func(r *dns.Msg) error {
+				if len(r.Answer) != 1 {
+					return fmt.Errorf("%v", r.Answer)
+				}
+				return nil
+			})
+		}
+		for _, size := range []uint16{0, 1232} {
+			first := map[string]bool{}
+			for round := range 12 {
+				var all, both [2][]string
+				for i, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+					r, err := ask(east.udp, "udp", name, qtype, size)
+					require.NoError(t, err)
+					assert.False(t, r.Truncated)
+					r.Compress = true
+					b, err := r.Pack()
+					require.NoError(t, err)
+					assert.LessOrEqual(t, len(b), max(512, int(size)))
+					require.NotEmpty(t, r.Answer)
+					assert.LessOrEqual(t, len(r.Answer), 20, "max_answers")
+					for _, rr := range r.Answer {
+						ep, dual := mixedEndpoint(rr)
+						all[i] = append(all[i], ep)
+						if dual {
+							both[i] = append(both[i], ep)
+						}
+					}
+					// 20 local endpoints of each family: a subset of at
+					// most 20 is east's alone.
+					for _, ep := range all[i] {
+						assert.True(t, strings.HasPrefix(ep, "east/"), "%s: local first: %v", dns.TypeToString[qtype], all[i])
+					}
+				}
+				assert.Equal(t, both[0], both[1], "bufsize %d round %d: the same dual-stack endpoints\nA    %v\nAAAA %v", size, round, all[0], all[1])
+				if size == 0 {
+					assert.Less(t, len(all[1]), 20, "AAAA cut to fit 512 octets")
+				}
+				first[all[0][0]] = true
+			}
+			assert.Greater(t, len(first), 1, "bufsize %d: the answers rotate: %v", size, first)
 		}
 	})
 }

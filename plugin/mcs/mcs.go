@@ -32,6 +32,13 @@ type MCS struct {
 	// start ran and stop has not.
 	sourceKey string
 	started   bool
+	// noSubsets: a cache runs before mcs in this server block
+	// (cacheInFront), so headless answers that do not fit the client's
+	// buffer are truncated with TC rather than cut to a subset: the cache
+	// keys replies by name and type only and would return a UDP subset
+	// to TCP clients as well, but it stores no truncated reply. Set at
+	// start-up, before queries are served.
+	noSubsets bool
 }
 
 // zone is one zone the plugin is authoritative for, with its static

@@ -76,7 +76,9 @@ func queryOPT(r *dns.Msg) (*dns.OPT, bool) {
 // written. A shaped answer (answers.Set.Shapes) is its template when it
 // is plain and fits, else taken from its ring: local-first, rotated,
 // capped, and as many endpoints as fit the client's buffer, without TC.
-func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, set *answers.Set, zone int, node *answers.Node) bool {
+// With noSubsets (MCS.noSubsets) a shaped answer is sent as bytes only
+// from its template; the dns.Msg path sends the others (shapedRecords).
+func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, set *answers.Set, zone int, node *answers.Node, noSubsets bool) bool {
 	if q.Qclass != dns.ClassINET || r.Opcode != dns.OpcodeQuery || len(q.Name) != len(qname) || !rawWriter(w) {
 		return false
 	}
@@ -98,6 +100,9 @@ func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string
 		if !shaped {
 			return false
 		}
+	}
+	if noSubsets {
+		return false
 	}
 	ring := set.Ring(zone, node, qname, q.Qtype)
 	if ring == nil || ring.Name != qname {

@@ -10,6 +10,7 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/cache"
 	"github.com/coredns/coredns/plugin/pkg/fall"
 	clog "github.com/coredns/coredns/plugin/pkg/log"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -75,6 +76,9 @@ func setup(c *caddy.Controller) error {
 	p.attach(sourceKey(cfg, restCfg))
 	c.OnStartup(func() error {
 		p.setNSAddrs(boundIPs(c))
+		if p.noSubsets = cacheInFront(dnsserver.GetConfig(c).Handlers(), p); p.noSubsets {
+			log.Infof("cache runs before mcs in this server block: headless answers that do not fit a UDP reply are truncated (TC) instead of cut to a subset, so that the cache never keeps a subset for TCP clients")
+		}
 		started, err := p.start()
 		if err == nil && started {
 			err = p.awaitSync(startupWait)
@@ -104,6 +108,34 @@ func setup(c *caddy.Controller) error {
 		return p
 	})
 	return nil
+}
+
+// cacheInFront reports whether a cache plugin whose zones overlap p's
+// forward zones comes before p in handlers, the server block's plugins
+// in chain order (dnsserver.Config.Handlers). Such a cache keys replies
+// by name, type, class and DO/CD bits, not by transport: a headless
+// subset it got over UDP (no TC) would be returned to TCP clients too.
+// It does not store truncated replies (CoreDNS v1.15.0 plugin/cache,
+// key), which is what p.noSubsets relies on.
+func cacheInFront(handlers []plugin.Handler, p *MCS) bool {
+	fwd := p.cfg.forwardZones()
+	for _, h := range handlers {
+		if h == p {
+			return false
+		}
+		c, ok := h.(*cache.Cache)
+		if !ok {
+			continue
+		}
+		for _, cz := range c.Zones {
+			for _, z := range fwd {
+				if dns.IsSubDomain(cz, z) || dns.IsSubDomain(z, cz) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // startupWait bounds how long start-up waits for the informers to sync

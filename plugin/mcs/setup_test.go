@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/cache"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -211,4 +213,34 @@ func TestSourceKey(t *testing.T) {
 	assert.Equal(t, base, key("mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n }"), "the same configuration")
 	require.NoError(t, os.WriteFile(kc, []byte(strings.Replace(string(b), "token: x", "token: rotated", 1)), 0o600))
 	assert.NotEqual(t, base, key("mcs clusterset.local { \n kubeconfig KC one \n namespaces a b \n }"), "new credentials")
+}
+
+// TestCacheInFront: subsets are off only behind a cache (before mcs in
+// the chain) whose zones overlap mcs's forward zones.
+func TestCacheInFront(t *testing.T) {
+	p := newMCS(&config{zones: []string{"clusterset.local.", "in-addr.arpa."}}, nil)
+	other := newMCS(&config{zones: []string{"example."}}, nil)
+	withZones := func(zones ...string) *cache.Cache {
+		c := cache.New()
+		c.Zones = zones
+		return c
+	}
+	for _, c := range []struct {
+		handlers []plugin.Handler
+		want     bool
+	}{
+		{[]plugin.Handler{other, p}, false},
+		{[]plugin.Handler{withZones("."), other, p}, true},
+		{[]plugin.Handler{withZones("clusterset.local."), p}, true},
+		{[]plugin.Handler{withZones("svc.clusterset.local."), p}, true},
+		{[]plugin.Handler{withZones("cluster.local.", "in-addr.arpa."), p}, false},
+		{[]plugin.Handler{p, withZones(".")}, false},
+		{nil, false},
+	} {
+		var desc []string
+		for _, h := range c.handlers {
+			desc = append(desc, h.Name())
+		}
+		assert.Equal(t, c.want, cacheInFront(c.handlers, p), "%v", desc)
+	}
 }
