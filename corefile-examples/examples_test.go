@@ -222,6 +222,27 @@ func TestForwardFromClusterDNS(t *testing.T) {
 	// forward at our CoreDNS instead of the Service ClusterIP.
 	frontend := procs.StartCoreDNS(t, bins.CoreDNS, strings.Replace(stanza, "10.96.0.53", backend.Addr, 1))
 	mcsAnswers(t, frontend.Addr, f)
+
+	// A big headless answer through the forward: over UDP the subset that
+	// fits the client's buffer, then over TCP every endpoint (forward asks
+	// over the client's transport). A cache in the stanza would return
+	// the UDP subset to the TCP client.
+	eventually(t, frontend.Addr, "big.demo.svc.clusterset.local", dns.TypeA, func(r *dns.Msg) error {
+		if len(r.Answer) == 0 {
+			return fmt.Errorf("no answer yet")
+		}
+		return nil
+	})
+	// With the DO bit: a key of its own in a cache, not warmed above.
+	q := new(dns.Msg)
+	q.SetQuestion("big.demo.svc.clusterset.local.", dns.TypeA)
+	q.SetEdns0(1232, true)
+	r, _, err := (&dns.Client{Net: "udp", UDPSize: 1232, Timeout: 2 * time.Second}).Exchange(q, frontend.Addr)
+	require.NoError(t, err)
+	assert.Less(t, len(r.Answer), bigEndpoints, "a subset over UDP")
+	r, _, err = (&dns.Client{Net: "tcp", Timeout: 2 * time.Second}).Exchange(q, frontend.Addr)
+	require.NoError(t, err)
+	assert.Len(t, r.Answer, bigEndpoints, "over TCP, right after the UDP subset")
 }
 
 func TestProduction(t *testing.T) {
