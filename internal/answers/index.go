@@ -15,10 +15,10 @@ import (
 )
 
 // Index is the published answer state: one immutable Set per service, the
-// namespaces that have names, and PTR targets by reverse name. Readers
-// never lock and never wait for writers (the maps are lock-free for
-// reads); Put costs O(size of the service it changes), never O(number of
-// services).
+// namespaces that have names, and PTR targets by address. Readers never
+// lock and never wait for writers (the maps and tables are lock-free for
+// reads); Put costs O(size of the service it changes), amortised, never
+// O(number of services).
 type Index struct {
 	ttl uint32
 
@@ -28,10 +28,10 @@ type Index struct {
 	// has the address, a reference into that Set's own targets; when
 	// several do, a merged Set (key "") with their targets by service
 	// key, without duplicates. Keyed by address rather than reverse name,
-	// an entry is 24 bytes for IPv4 and stores no name; PTR records are
+	// an entry is 16 bytes for IPv4 and stores no name; PTR records are
 	// built per query.
-	ptr4 *xsync.MapOf[[4]byte, ptrRef]
-	ptr6 *xsync.MapOf[[16]byte, ptrRef]
+	ptr4 ptrTable[key4]
+	ptr6 ptrTable[key6]
 
 	// mu serialises writers; multi is writer-only bookkeeping: the
 	// owners of the addresses that several services have, by key.
@@ -53,8 +53,6 @@ func NewIndex(ttl uint32) *Index {
 		ttl:        ttl,
 		services:   xsync.NewMapOf[string, *Set](),
 		namespaces: xsync.NewMapOf[string, int](),
-		ptr4:       xsync.NewMapOf[[4]byte, ptrRef](),
-		ptr6:       xsync.NewMapOf[[16]byte, ptrRef](),
 		multi:      map[netip.Addr][]ptrRef{},
 	}
 	ix.serial.Store(uint32(time.Now().Unix())) // #nosec G115 -- SOA serial from Unix time
@@ -83,28 +81,28 @@ func (r ptrRef) targets() []*Node { return r.set.ptrTargets(int(r.j)) }
 
 func (ix *Index) loadPTR(ip netip.Addr) (ptrRef, bool) {
 	if ip.Is4() {
-		return ix.ptr4.Load(ip.As4())
+		return ix.ptr4.load(keyOf4(ip))
 	}
-	return ix.ptr6.Load(ip.As16())
+	return ix.ptr6.load(keyOf6(ip))
 }
 
 // storePTR and deletePTR bump the reverse snapshot's generation after
-// changing the maps: a snapshot taken in between records the older
+// changing the tables: a snapshot taken in between records the older
 // generation and is rebuilt on a later query.
 func (ix *Index) storePTR(ip netip.Addr, r ptrRef) {
 	if ip.Is4() {
-		ix.ptr4.Store(ip.As4(), r)
+		ix.ptr4.store(keyOf4(ip), r)
 	} else {
-		ix.ptr6.Store(ip.As16(), r)
+		ix.ptr6.store(keyOf6(ip), r)
 	}
 	ix.rev.gen.Add(1)
 }
 
 func (ix *Index) deletePTR(ip netip.Addr) {
 	if ip.Is4() {
-		ix.ptr4.Delete(ip.As4())
+		ix.ptr4.delete(keyOf4(ip))
 	} else {
-		ix.ptr6.Delete(ip.As16())
+		ix.ptr6.delete(keyOf6(ip))
 	}
 	ix.rev.gen.Add(1)
 }

@@ -14,17 +14,17 @@ import (
 // Empty non-terminals of the reverse zones. A partial reverse name such as
 // 96.10.in-addr.arpa. exists (NOERROR, no records) when some address
 // below it has PTR records; NXDOMAIN would tell an RFC 8020 resolver that
-// nothing below exists. The PTR maps are hashed by address and cannot
-// answer "any address in this range?", so the question is asked of a
-// sorted copy of their keys, built on the first such query and rebuilt
-// on a later one once the maps have changed, at most once per
+// nothing below exists. The PTR tables are sharded by a hash of the
+// address and cannot answer "any address in this range?", so the question
+// is asked of a sorted copy of their keys, built on the first such query
+// and rebuilt on a later one once the tables have changed, at most once per
 // reverseSnapshotAge: a name that just got its first address answers
 // NXDOMAIN for at most that long. Service and PTR queries never touch it.
 
 // reverseSnapshotAge bounds how often the sorted copy is rebuilt.
 const reverseSnapshotAge = time.Second
 
-// reverseSnapshot is a sorted copy of the PTR maps' keys.
+// reverseSnapshot is a sorted copy of the PTR tables' keys.
 type reverseSnapshot struct {
 	gen   uint64 // reverseENTs.gen when it was taken
 	taken time.Time
@@ -34,7 +34,7 @@ type reverseSnapshot struct {
 
 // reverseENTs holds the snapshot and serialises its rebuilds.
 type reverseENTs struct {
-	gen  atomic.Uint64 // bumped on every change of the PTR maps
+	gen  atomic.Uint64 // bumped on every change of the PTR tables
 	snap atomic.Pointer[reverseSnapshot]
 	mu   sync.Mutex
 }
@@ -62,7 +62,7 @@ func (ix *Index) IsReverseENT(name string) bool {
 	return i < len(s.v6) && bytes.Compare(s.v6[i][:], hi[:]) <= 0
 }
 
-// reverseSnapshot returns a snapshot of the PTR maps' keys no older than
+// reverseSnapshot returns a snapshot of the PTR tables' keys no older than
 // reverseSnapshotAge when they have changed since (rebuilding it if
 // needed; a query finding another one rebuilding uses the old one).
 func (ix *Index) reverseSnapshot() *reverseSnapshot {
@@ -83,13 +83,12 @@ func (ix *Index) reverseSnapshot() *reverseSnapshot {
 		return cur // rebuilt meanwhile
 	}
 	n := &reverseSnapshot{gen: e.gen.Load(), taken: time.Now()}
-	ix.ptr4.Range(func(k [4]byte, _ ptrRef) bool {
-		n.v4 = append(n.v4, binary.BigEndian.Uint32(k[:]))
-		return true
-	})
-	ix.ptr6.Range(func(k [16]byte, _ ptrRef) bool {
-		n.v6 = append(n.v6, k)
-		return true
+	ix.ptr4.each(func(k key4) { n.v4 = append(n.v4, uint32(k)) })
+	ix.ptr6.each(func(k key6) {
+		var b [16]byte
+		binary.BigEndian.PutUint64(b[:8], k.hi)
+		binary.BigEndian.PutUint64(b[8:], k.lo)
+		n.v6 = append(n.v6, b)
 	})
 	slices.Sort(n.v4)
 	slices.SortFunc(n.v6, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
