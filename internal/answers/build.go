@@ -66,30 +66,67 @@ func addENTs(m map[string]struct{}, rel string, own map[string]int) {
 	}
 }
 
-// setPorts makes ports[i] the SRV node of groups[i] below the service
-// name base and returns entries with their names and the protocols' empty
-// non-terminals ("_tcp") added, sorted. Every RRset names bareSpec's
-// targets; bareSpec itself (the service name's SRV RRset) is shared with
-// a lone group, whose ports are the same. first, when not "", is the
-// owner name of groups[0], built already with base as its suffix.
-func setPorts(entries []tableEntry, ports []Node, groups []portGroup, base, first string, bareSpec *srvSpec, ttl uint32) []tableEntry {
+// portOwners returns the SRV owner names "<rel>.<svcRel>.<zone>" of
+// groups, substrings of one string, and the service name in zone: a
+// suffix of the first of them, or a string of its own without groups.
+func portOwners(groups []portGroup, svcRel, zone string) (owners []string, base string) {
+	base = fqdn(svcRel, zone)
+	if len(groups) == 0 {
+		return nil, base
+	}
+	n := 0
+	for _, g := range groups {
+		n += len(g.rel) + 1 + len(base)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, g := range groups {
+		b.WriteString(g.rel)
+		b.WriteByte('.')
+		b.WriteString(base)
+	}
+	all := b.String()
+	owners = make([]string, len(groups))
 	for i, g := range groups {
-		owner := first
-		if i > 0 || owner == "" {
-			owner = g.rel + "." + base
+		l := len(g.rel) + 1 + len(base)
+		owners[i], all = all[:l], all[l:]
+	}
+	return owners, owners[0][len(groups[0].rel)+1:]
+}
+
+// setPorts makes ports[i] the SRV node of groups[i], owned by owners[i]
+// (see portOwners), and returns the name table of a set: ents (empty
+// non-terminals), the port names and the protocols' empty non-terminals
+// ("_tcp"), sorted, in an array of exactly their number. The relative
+// names are substrings of the owner names. Every RRset names bareSpec's
+// targets; bareSpec itself (the service name's SRV RRset) is shared with
+// a lone group, whose ports are the same.
+func setPorts(ents []string, ports []Node, groups []portGroup, owners []string, bareSpec *srvSpec, ttl uint32) []tableEntry {
+	protos := make([]string, 0, len(groups))
+	for _, g := range groups {
+		if !slices.Contains(protos, g.proto) {
+			protos = append(protos, g.proto)
 		}
+	}
+	entries := make([]tableEntry, 0, len(ents)+len(groups)+len(protos))
+	for _, rel := range ents {
+		entries = append(entries, tableEntry{rel, emptyNode})
+	}
+	for i, g := range groups {
 		spec := bareSpec
 		if len(groups) > 1 {
 			spec = &srvSpec{ports: g.ports, targets: bareSpec.targets}
 		}
-		ports[i].setSRV(owner, spec, ttl)
-		entries = append(entries, tableEntry{g.rel, &ports[i]})
-		if !slices.ContainsFunc(entries, func(e tableEntry) bool { return e.rel == g.proto }) {
-			entries = append(entries, tableEntry{g.proto, emptyNode})
+		ports[i].setSRV(owners[i], spec, ttl)
+		rel := owners[i][:len(g.rel)]
+		entries = append(entries, tableEntry{rel, &ports[i]})
+		if j := slices.Index(protos, g.proto); j >= 0 {
+			entries = append(entries, tableEntry{rel[len(rel)-len(g.proto):], emptyNode})
+			protos = slices.Delete(protos, j, j+1)
 		}
 	}
 	slices.SortFunc(entries, func(a, b tableEntry) int { return strings.Compare(a.rel, b.rel) })
-	return slices.Clip(entries)
+	return entries
 }
 
 // setAddrs sets the node's owner and addresses; ips must be partitioned
@@ -205,24 +242,18 @@ func buildClusterSetIP(svc *Service, cfg Config) *Set {
 	for z, zone := range cfg.Zones {
 		seg := nodes[z*per : (z+1)*per]
 		top := &seg[0]
-		var base, first string
-		if len(groups) == 0 {
-			base = fqdn(svcRel, zone)
-		} else {
-			// The service name is a suffix of the first SRV name: one
-			// string for both.
-			first = fqdn(groups[0].rel+"."+svcRel, zone)
-			base = first[len(groups[0].rel)+1:]
-		}
+		// The service name is a suffix of the first SRV name: one string
+		// for all.
+		owners, base := portOwners(groups, svcRel, zone)
+		bareSpec := &srvSpec{ports: bare, targets: []*Node{top}}
 		if z == 0 {
 			s.shareKey(svc, base)
+			s.ptrNodes = bareSpec.targets
 		}
-		bareSpec := &srvSpec{ports: bare, targets: []*Node{top}}
-		other := setPorts(make([]tableEntry, 0, 2*len(groups)), seg[1:], groups, base, first, bareSpec, cfg.TTL)
+		other := setPorts(nil, seg[1:], groups, owners, bareSpec, cfg.TTL)
 		top.setAddrs(base, addrs, v4, cfg.TTL)
 		top.setSRV(base, bareSpec, cfg.TTL)
 		s.zones[z] = zoneNames{top: top, other: other}
 	}
-	s.ptrNodes = []*Node{s.zones[0].top}
 	return s
 }

@@ -145,7 +145,7 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 	for z, zone := range cfg.Zones {
 		seg := nodes[z*per : (z+1)*per]
 		top, eps, ports := &seg[0], seg[1:1+len(names)], seg[1+len(names):]
-		base := fqdn(svcRel, zone)
+		portNames, base := portOwners(groups, svcRel, zone)
 		if z == 0 {
 			s.shareKey(svc, base)
 		}
@@ -157,11 +157,7 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 			targets[i] = n
 		}
 		bareSpec := &srvSpec{ports: bare, targets: targets}
-		other := make([]tableEntry, 0, len(ents)+2*len(groups))
-		for _, rel := range ents {
-			other = append(other, tableEntry{rel, emptyNode})
-		}
-		other = setPorts(other, ports, groups, base, "", bareSpec, cfg.TTL)
+		other := setPorts(ents, ports, groups, portNames, bareSpec, cfg.TTL)
 		top.setAddrs(base, allAddrs, allV4, cfg.TTL)
 		top.setSRV(base, bareSpec, cfg.TTL)
 		s.zones[z] = zoneNames{top: top, eps: eps, other: other}
