@@ -17,7 +17,7 @@ func BenchmarkBuild(b *testing.B) {
 	for c, cluster := range []string{"east", "west"} {
 		sl := &Slice{Name: "db-12-" + cluster, ClusterID: cluster}
 		for i := range 25 {
-			sl.Endpoints = append(sl.Endpoints, Endpoint{Hostname: fmt.Sprintf("db-12-%d", i), Ready: true,
+			sl.Endpoints = append(sl.Endpoints, Endpoint{Hostname: fmt.Sprintf("db-12-%d", i),
 				Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(c + 1), 12, byte(i + 1)})}})
 		}
 		slices = append(slices, sl)
@@ -44,7 +44,7 @@ func BenchmarkBuild(b *testing.B) {
 		big := &Service{Namespace: "ns1", Name: "big", Type: Headless, Ports: ports[:1]}
 		sl := &Slice{Name: "big-east", ClusterID: "east"}
 		for i := range n {
-			sl.Endpoints = append(sl.Endpoints, Endpoint{Ready: true,
+			sl.Endpoints = append(sl.Endpoints, Endpoint{
 				Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)})}})
 		}
 		b.Run(fmt.Sprintf("Headless-%d", n), func(b *testing.B) {

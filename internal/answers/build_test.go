@@ -24,14 +24,9 @@ func ips(ss ...string) []netip.Addr {
 	return out
 }
 
-func ep(host string, ready *bool, addrs ...string) Endpoint {
-	return Endpoint{Hostname: host, Ready: ready == nil || *ready, Addresses: ips(addrs...)}
+func ep(host string, addrs ...string) Endpoint {
+	return Endpoint{Hostname: host, Addresses: ips(addrs...)}
 }
-
-var (
-	yes = func() *bool { b := true; return &b }()
-	no  = func() *bool { b := false; return &b }()
-)
 
 // render gives the records of one node and qtype as "TYPE rdata" strings
 // (owner names checked separately), answers first, then "+extra".
@@ -62,7 +57,7 @@ func TestClusterSetIP(t *testing.T) {
 	svc := &Service{Namespace: "demo", Name: "web", Type: ClusterSetIP, IPs: ips("10.96.0.10"),
 		Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}, {Protocol: "tcp", Port: 8080}}}
 	// Slices of a ClusterSetIP import give no per-endpoint names.
-	s := Build(svc, []*Slice{{ClusterID: "east", Endpoints: []Endpoint{ep("web-0", yes, "10.1.0.1")}}}, cfg)
+	s := Build(svc, []*Slice{{ClusterID: "east", Endpoints: []Endpoint{ep("web-0", "10.1.0.1")}}}, cfg)
 	require.NotNil(t, s)
 	assert.Equal(t, []string{"", "_http._tcp", "_tcp"}, s.Names(0))
 	assert.Equal(t, []string{"A 10.96.0.10"}, render(t, s, "", dns.TypeA))
@@ -114,14 +109,13 @@ func headless() (*Service, []*Slice) {
 		Ports: []Port{{Name: "pg", Protocol: "tcp", Port: 5432}, {Name: "metrics", Protocol: "tcp", Port: 9187}, {Protocol: "tcp", Port: 7000}}}
 	return svc, []*Slice{
 		{Name: "db-west-v4", ClusterID: "west.eu", Endpoints: []Endpoint{
-			ep("", nil, "10.2.0.7"), // nil ready is ready; dashed-IP name
+			ep("", "10.2.0.7"), // dashed-IP name
 		}},
 		{Name: "db-east", ClusterID: "east", Endpoints: []Endpoint{
-			ep("db-0", yes, "10.1.0.5"),
-			ep("db-1", no, "10.1.0.6"), // not ready: never answered
+			ep("db-0", "10.1.0.5"),
 		}},
 		{Name: "db-west-v6", ClusterID: "west.eu", Endpoints: []Endpoint{
-			ep("", yes, "fd00::1"),
+			ep("", "fd00::1"),
 		}},
 	}
 }
@@ -138,7 +132,6 @@ func TestHeadless(t *testing.T) {
 	assert.Nil(t, render(t, s, "db-0.east", dns.TypeAAAA))
 	assert.Equal(t, []string{"A 10.2.0.7"}, render(t, s, "10-2-0-7.west.eu", dns.TypeA))
 	assert.Equal(t, []string{"AAAA fd00::1"}, render(t, s, "fd00--1.west.eu", dns.TypeAAAA))
-	assert.Nil(t, s.Lookup(0, "db-1.east"), "unready endpoint has no name")
 	for _, ent := range []string{"east", "west.eu", "eu", "_tcp"} {
 		n := s.Lookup(0, ent)
 		require.NotNil(t, n, ent)
@@ -195,8 +188,8 @@ func TestHeadlessOrderIndependent(t *testing.T) {
 func TestHeadlessSameHostnameMerges(t *testing.T) {
 	svc := &Service{Namespace: "demo", Name: "db", Type: Headless, Ports: []Port{{Name: "pg", Protocol: "tcp", Port: 5432}}}
 	s := Build(svc, []*Slice{
-		{Name: "v4", ClusterID: "east", Endpoints: []Endpoint{ep("db-0", yes, "10.1.0.5")}},
-		{Name: "v6", ClusterID: "east", Endpoints: []Endpoint{ep("db-0", yes, "fd00::5")}},
+		{Name: "v4", ClusterID: "east", Endpoints: []Endpoint{ep("db-0", "10.1.0.5")}},
+		{Name: "v6", ClusterID: "east", Endpoints: []Endpoint{ep("db-0", "fd00::5")}},
 	}, cfg)
 	require.NotNil(t, s)
 	assert.Equal(t, []string{"A 10.1.0.5"}, render(t, s, "db-0.east", dns.TypeA))
@@ -211,7 +204,9 @@ func TestHeadlessSameHostnameMerges(t *testing.T) {
 func TestHeadlessNoReadyEndpoints(t *testing.T) {
 	svc, _ := headless()
 	assert.Nil(t, Build(svc, nil, cfg))
-	assert.Nil(t, Build(svc, []*Slice{{ClusterID: "east", Endpoints: []Endpoint{ep("db-0", no, "10.1.0.5")}}}, cfg))
+	// A slice whose endpoints are all not ready (internal/compact keeps
+	// only ready ones).
+	assert.Nil(t, Build(svc, []*Slice{{ClusterID: "east"}}, cfg))
 }
 
 func TestHeadlessEndpointsAbsent(t *testing.T) {
@@ -225,8 +220,8 @@ func TestHeadlessTooLongNameSkipped(t *testing.T) {
 	id := strings.Join([]string{long, long, long}, ".")
 	svc := &Service{Namespace: strings.Repeat("n", 40), Name: strings.Repeat("s", 40), Type: Headless}
 	s := Build(svc, []*Slice{
-		{ClusterID: id, Endpoints: []Endpoint{ep("db-0", yes, "10.1.0.5")}},
-		{ClusterID: "east", Endpoints: []Endpoint{ep("db-1", yes, "10.1.0.6")}},
+		{ClusterID: id, Endpoints: []Endpoint{ep("db-0", "10.1.0.5")}},
+		{ClusterID: "east", Endpoints: []Endpoint{ep("db-1", "10.1.0.6")}},
 	}, cfg)
 	require.NotNil(t, s)
 	assert.Equal(t, 1, s.Skipped())
@@ -239,7 +234,7 @@ func TestHeadlessTooLongNameSkipped(t *testing.T) {
 
 	// Every endpoint without a name: the service still answers A, and
 	// has no SRV records (they would have no targets).
-	s = Build(svc, []*Slice{{ClusterID: id, Endpoints: []Endpoint{ep("db-0", yes, "10.1.0.5"), ep("", yes, "10.1.0.7")}}}, cfg)
+	s = Build(svc, []*Slice{{ClusterID: id, Endpoints: []Endpoint{ep("db-0", "10.1.0.5"), ep("", "10.1.0.7")}}}, cfg)
 	require.NotNil(t, s)
 	assert.Equal(t, 2, s.Skipped())
 	assert.Equal(t, []string{"A 10.1.0.5", "A 10.1.0.7"}, render(t, s, "", dns.TypeA))
@@ -264,7 +259,7 @@ func TestSRVNameTooLongSkipped(t *testing.T) {
 	for _, s := range []*Set{
 		Build(svc, nil, c),
 		Build(&Service{Namespace: svc.Namespace, Name: svc.Name, Type: Headless, Ports: ports},
-			[]*Slice{{ClusterID: "east", Endpoints: []Endpoint{ep("db-0", yes, "10.1.0.5")}}}, c),
+			[]*Slice{{ClusterID: "east", Endpoints: []Endpoint{ep("db-0", "10.1.0.5")}}}, c),
 	} {
 		require.NotNil(t, s)
 		assert.True(t, s.Lookup(0, "_http._tcp").Has(dns.TypeSRV), "a short port name fits")
@@ -299,7 +294,7 @@ func TestRecordsBounded(t *testing.T) {
 	}
 	var eps []Endpoint
 	for i := range 5000 {
-		eps = append(eps, ep(fmt.Sprintf("m-%d", i), yes, fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)))
+		eps = append(eps, ep(fmt.Sprintf("m-%d", i), fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)))
 	}
 	s := Build(svc, []*Slice{{ClusterID: "east", Endpoints: eps}}, cfg)
 	require.NotNil(t, s)
@@ -359,7 +354,7 @@ func TestManyEndpointsWeights(t *testing.T) {
 	svc := &Service{Namespace: "demo", Name: "big", Type: Headless, Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}}}
 	var eps []Endpoint
 	for i := range 500 {
-		eps = append(eps, ep("", yes, fmt.Sprintf("10.3.%d.%d", i/250, i%250+1)))
+		eps = append(eps, ep("", fmt.Sprintf("10.3.%d.%d", i/250, i%250+1)))
 	}
 	s := Build(svc, []*Slice{{ClusterID: "east", Endpoints: eps}}, cfg)
 	require.NotNil(t, s)
@@ -440,9 +435,9 @@ func TestUnpackableRemembered(t *testing.T) {
 func TestHeadlessSharedAddresses(t *testing.T) {
 	svc := &Service{Namespace: "demo", Name: "db", Type: Headless}
 	s := Build(svc, []*Slice{{Name: "a", ClusterID: "east", Endpoints: []Endpoint{
-		ep("db-1", yes, "10.1.0.6", "10.1.0.5"),
-		ep("db-0", yes, "10.1.0.5"),
-		ep("db-2", yes, "10.1.0.7"),
+		ep("db-1", "10.1.0.6", "10.1.0.5"),
+		ep("db-0", "10.1.0.5"),
+		ep("db-2", "10.1.0.7"),
 	}}}, cfg)
 	require.NotNil(t, s)
 	assert.Equal(t, []PTR{
@@ -479,7 +474,7 @@ func TestHeadlessManyNames(t *testing.T) {
 		if i%7 == 0 {
 			host = fmt.Sprintf("x.h%d", i) // a dotted hostname makes an empty non-terminal
 		}
-		eps = append(eps, ep(host, yes, fmt.Sprintf("10.1.0.%d", i)))
+		eps = append(eps, ep(host, fmt.Sprintf("10.1.0.%d", i)))
 	}
 	s := Build(svc, []*Slice{
 		{Name: "a", ClusterID: "east", Endpoints: eps[:20]},

@@ -77,14 +77,17 @@ func (f *fuzzInput) service() (*Service, []*Slice) {
 			s.ClusterID = "c" + strconv.Itoa(int(i))
 		}
 		for range f.byte() % 40 {
-			ep := Endpoint{Hostname: f.str(labelChars), Ready: f.byte()%4 != 0}
+			ep := Endpoint{Hostname: f.str(labelChars)}
+			ready := f.byte()%4 != 0 // compact keeps only ready endpoints
 			if len(validation.IsDNS1123Label(ep.Hostname)) > 0 {
 				ep.Hostname = ""
 			}
 			for range 1 + f.byte()%2 {
 				ep.Addresses = append(ep.Addresses, f.addr())
 			}
-			s.Endpoints = append(s.Endpoints, ep)
+			if ready {
+				s.Endpoints = append(s.Endpoints, ep)
+			}
 		}
 		out = append(out, s)
 	}
@@ -120,11 +123,9 @@ func FuzzBuild(f *testing.F) {
 		var prefixes []string
 		for _, sl := range slices {
 			for _, ep := range sl.Endpoints {
-				if ep.Ready {
-					readyEndpoints++
-					for _, a := range ep.Addresses {
-						ready[a.Unmap()] = true
-					}
+				readyEndpoints++
+				for _, a := range ep.Addresses {
+					ready[a.Unmap()] = true
 				}
 				prefixes = append(prefixes, strings.ToLower(ep.Hostname+"."+sl.ClusterID))
 			}

@@ -61,7 +61,7 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 	)
 	for _, sl := range sorted {
 		for _, ep := range sl.Endpoints {
-			if !ep.Ready || len(ep.Addresses) == 0 {
+			if len(ep.Addresses) == 0 {
 				continue
 			}
 			host := ep.Hostname

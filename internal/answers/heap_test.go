@@ -40,7 +40,7 @@ func measureHeap(t *testing.T, heap func() uint64, nSvc, nEp, nVIP int) {
 			Ports: []Port{{Name: "http", Protocol: "tcp", Port: 80}}}
 		sl := &Slice{Name: fmt.Sprintf("hl%d-abcde", i), ClusterID: "cluster-a"}
 		for j := range nEp {
-			ep := Endpoint{Ready: true, Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), byte(j)})}}
+			ep := Endpoint{Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), byte(j)})}}
 			if j%2 == 0 {
 				ep.Hostname = fmt.Sprintf("pod-%d", j)
 			}

@@ -56,12 +56,12 @@ func (s *Service) Key() string { return Key(s.Namespace, s.Name) }
 // Key returns the Index key of service name in namespace.
 func Key(namespace, name string) string { return name + "." + namespace }
 
-// Endpoint is one endpoint of an EndpointSlice, validated.
+// Endpoint is one ready endpoint of an EndpointSlice, validated: the
+// only endpoints DNS answers with (internal/compact keeps no others).
 type Endpoint struct {
 	Addresses []netip.Addr
 	// Hostname is the endpoint's hostname, "" when it has none.
 	Hostname string
-	Ready    bool
 }
 
 // Slice is the part of one EndpointSlice that answers need.

@@ -22,9 +22,9 @@ func shapedService(clusters []string, n int, dual bool) (*Service, []*Slice) {
 		v6 := &Slice{Name: id + "-v6", ClusterID: id}
 		for i := range n {
 			host := fmt.Sprintf("%s-%d", id, i)
-			v4.Endpoints = append(v4.Endpoints, Endpoint{Hostname: host, Ready: true,
+			v4.Endpoints = append(v4.Endpoints, Endpoint{Hostname: host,
 				Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(c + 1), byte(i >> 8), byte(i)})}})
-			v6.Endpoints = append(v6.Endpoints, Endpoint{Hostname: host, Ready: true,
+			v6.Endpoints = append(v6.Endpoints, Endpoint{Hostname: host,
 				Addresses: []netip.Addr{netip.AddrFrom16([16]byte{0xfd, 0, 14: byte(c + 1), 15: byte(i)})}})
 		}
 		out = append(out, v4)
@@ -242,11 +242,11 @@ func mixedService(clusters []string, n int) (*Service, []*Slice, map[string]bool
 		for i := range n {
 			host := fmt.Sprintf("%s-%d", id, i)
 			if i%3 != 2 {
-				v4.Endpoints = append(v4.Endpoints, Endpoint{Hostname: host, Ready: true,
+				v4.Endpoints = append(v4.Endpoints, Endpoint{Hostname: host,
 					Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(c + 1), byte(i >> 8), byte(i)})}})
 			}
 			if i%3 != 1 {
-				v6.Endpoints = append(v6.Endpoints, Endpoint{Hostname: host, Ready: true,
+				v6.Endpoints = append(v6.Endpoints, Endpoint{Hostname: host,
 					Addresses: []netip.Addr{netip.AddrFrom16([16]byte{0xfd, 0, 13: byte(c + 1), 14: byte(i >> 8), 15: byte(i)})}})
 			}
 			dual[host] = i%3 == 0

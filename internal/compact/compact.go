@@ -240,9 +240,10 @@ func ParseIP(s string) (netip.Addr, error) {
 var ErrNoSourceCluster = errors.New("no " + mcsapi.LabelSourceCluster + " label")
 
 // SliceFromEndpointSlice keeps what DNS needs of an EndpointSlice: the
-// source cluster, and per endpoint its addresses, hostname and readiness
-// (nil ready counts as ready, as in Kubernetes). A slice without a valid
-// source cluster is rejected (Err); a malformed endpoint is skipped.
+// source cluster, and the addresses and hostname of every ready endpoint
+// (nil ready counts as ready, as in Kubernetes; DNS never answers with
+// the others). A slice without a valid source cluster is rejected (Err);
+// a malformed endpoint, ready or not, is skipped and counted.
 func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice {
 	s := &Slice{Meta: metaOf(es), Arrived: now, ServiceName: es.Labels[mcsapi.LabelServiceName]}
 	s.Slice.Name = es.Name
@@ -269,12 +270,16 @@ func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice
 		s.Err = fmt.Errorf("addressType %q is not IPv4 or IPv6", es.AddressType)
 		return s
 	}
-	s.Slice.Endpoints = make([]answers.Endpoint, 0, len(es.Endpoints))
-	// Every endpoint's addresses in one array (one allocation per slice).
-	total := 0
+	// Only ready endpoints are kept, all their addresses in one array
+	// (one allocation per slice).
+	ready, total := 0, 0
 	for _, ep := range es.Endpoints {
-		total += len(ep.Addresses)
+		if isReady(ep) {
+			ready++
+			total += len(ep.Addresses)
+		}
 	}
+	s.Slice.Endpoints = make([]answers.Endpoint, 0, ready)
 	backing := make([]netip.Addr, 0, total)
 	skip := func(err error) {
 		s.Skipped++
@@ -284,7 +289,7 @@ func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice
 	}
 endpoints:
 	for _, ep := range es.Endpoints {
-		out := answers.Endpoint{Ready: ep.Conditions.Ready == nil || *ep.Conditions.Ready}
+		var out answers.Endpoint
 		if ep.Hostname != nil && *ep.Hostname != "" {
 			if errs := validation.IsDNS1123Label(*ep.Hostname); len(errs) > 0 {
 				skip(fmt.Errorf("hostname %q is not a DNS label", *ep.Hostname))
@@ -307,13 +312,21 @@ endpoints:
 				skip(err)
 				continue endpoints
 			}
-			backing = append(backing, ip)
+			if isReady(ep) {
+				backing = append(backing, ip)
+			}
+		}
+		if !isReady(ep) {
+			continue // checked all the same: a malformed one is reported
 		}
 		out.Addresses = backing[start:len(backing):len(backing)]
 		s.Slice.Endpoints = append(s.Slice.Endpoints, out)
 	}
 	return s
 }
+
+// isReady reads the ready condition as Kubernetes does: nil is ready.
+func isReady(ep discoveryv1.Endpoint) bool { return ep.Conditions.Ready == nil || *ep.Conditions.Ready }
 
 // ValidClusterID checks that a cluster ID can be part of DNS names: a
 // lower-case RFC 1123 subdomain (one or more labels of at most 63 octets).

@@ -157,17 +157,17 @@ func TestSliceFromEndpointSlice(t *testing.T) {
 		discoveryv1.Endpoint{Addresses: []string{"10.1.0.999"}},                                // bad IP: skipped
 		discoveryv1.Endpoint{Addresses: []string{"fd00::1"}},                                   // wrong family
 		discoveryv1.Endpoint{Addresses: []string{"10.1.0.8"}, Hostname: ptr.To("Not_A_Label")}, // bad hostname
+		discoveryv1.Endpoint{Addresses: []string{"bad"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
 	), time.Now())
 	require.NoError(t, s.Err)
 	assert.Equal(t, "demo/db", s.ServiceKey())
 	assert.Equal(t, "west.eu", s.Slice.ClusterID)
-	assert.Equal(t, 3, s.Skipped)
+	assert.Equal(t, 4, s.Skipped, "malformed endpoints are counted, ready or not")
 	assert.Error(t, s.SkipErr)
 	assert.Equal(t, []answers.Endpoint{
-		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.5")}, Hostname: "db-0", Ready: true},
-		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.6")}, Ready: true},
-		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.7")}, Ready: false},
-	}, s.Slice.Endpoints)
+		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.5")}, Hostname: "db-0"},
+		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.6")}},
+	}, s.Slice.Endpoints, "only ready endpoints are kept")
 	assert.Equal(t, Meta{Namespace: "demo", Name: "db-east"}, s.Meta, "only the key and resourceVersion are kept; labels become fields")
 	cp := s.DeepCopyObject().(*Slice)
 	assert.Equal(t, s.Slice, cp.Slice)

@@ -520,10 +520,14 @@ func forwardReasons(rep *ExplainReport, m *member, so *serviceObjects, set *answ
 			if s.info.SourceCluster != cluster {
 				continue
 			}
-			for _, ep := range s.cs.Slice.Endpoints {
+			// The object's own endpoints: the plugin's view keeps only
+			// the ready ones.
+			for _, ep := range s.info.Endpoints {
 				name := ep.Hostname
 				if name == "" && len(ep.Addresses) > 0 {
-					name = answers.DashedIP(ep.Addresses[0])
+					if ip, err := compact.ParseIP(ep.Addresses[0]); err == nil {
+						name = answers.DashedIP(ip)
+					}
 				}
 				if name != host {
 					continue

@@ -237,11 +237,9 @@ func serviceStatus(snaps []*snapshot, ns, name string) ServiceStatus {
 			if got[id] == nil {
 				got[id] = map[netip.Addr]bool{}
 			}
-			for _, ep := range cs.Slice.Endpoints {
-				if ep.Ready {
-					for _, a := range ep.Addresses {
-						got[id][a] = true
-					}
+			for _, ep := range cs.Slice.Endpoints { // the ready ones
+				for _, a := range ep.Addresses {
+					got[id][a] = true
 				}
 			}
 		}

@@ -28,7 +28,7 @@ func addrs(ss ...string) []netip.Addr {
 }
 
 func readyEP(host string, ips ...string) answers.Endpoint {
-	return answers.Endpoint{Hostname: host, Ready: true, Addresses: addrs(ips...)}
+	return answers.Endpoint{Hostname: host, Addresses: addrs(ips...)}
 }
 
 // fixture is what the unit tests and benchmarks query: the answers the
@@ -58,8 +58,8 @@ func fixture() []struct {
 		{&answers.Service{Namespace: "demo", Name: "db", Type: answers.Headless,
 			Ports: []answers.Port{{Name: "pg", Protocol: "tcp", Port: 5432}, {Name: "metrics", Protocol: "tcp", Port: 9187}}},
 			[]*answers.Slice{
-				{Name: "a", ClusterID: "east", Endpoints: []answers.Endpoint{readyEP("db-0", "10.1.0.5"),
-					{Hostname: "db-1", Addresses: addrs("10.1.0.6")}}}, // not ready
+				// db-1 (10.1.0.6) is not ready: the transform leaves it out.
+				{Name: "a", ClusterID: "east", Endpoints: []answers.Endpoint{readyEP("db-0", "10.1.0.5")}},
 				{Name: "b", ClusterID: "west.eu", Endpoints: []answers.Endpoint{readyEP("", "fd00::7")}},
 			}},
 		{&answers.Service{Namespace: "demo", Name: "big", Type: answers.Headless, Ports: http},
@@ -67,7 +67,7 @@ func fixture() []struct {
 		{&answers.Service{Namespace: "demo", Name: "long", Type: answers.Headless, Ports: http},
 			[]*answers.Slice{{ClusterID: "east", Endpoints: longNames}}},
 		{&answers.Service{Namespace: "demo", Name: "gone", Type: answers.Headless, Ports: http},
-			[]*answers.Slice{{ClusterID: "east", Endpoints: []answers.Endpoint{{Hostname: "x", Addresses: addrs("10.1.0.9")}}}}},
+			[]*answers.Slice{{ClusterID: "east"}}}, // its one endpoint is not ready
 	}
 }
 
