@@ -37,16 +37,16 @@ type Port struct {
 type Service struct {
 	Namespace string
 	Name      string
-	Type      Type
 	IPs       []netip.Addr
 	Ports     []Port
-	// EndpointsAbsent is status.endpointSliceObjects == Absent: the
-	// importer publishes no EndpointSlices, so no endpoint answers exist.
-	EndpointsAbsent bool
 	// TrafficDistribution is spec.trafficDistribution ("" when unset):
 	// values that ask for closeness make headless answers local-first by
 	// default (see Shaping).
 	TrafficDistribution string
+	Type                Type
+	// EndpointsAbsent is status.endpointSliceObjects == Absent: the
+	// importer publishes no EndpointSlices, so no endpoint answers exist.
+	EndpointsAbsent bool
 }
 
 // Key is the service's key in the Index: "<name>.<namespace>", the way

@@ -32,14 +32,57 @@ type Import struct {
 	// Err says why the object was rejected; a rejected import answers
 	// nothing.
 	Err error
-	// Skipped counts malformed ips and ports left out (the rest of the
-	// import still answers); SkipErr is the first reason.
-	Skipped int
-	SkipErr error
-	// Arrived is when the transform saw this version of the object: the
-	// start of its DNS programming latency.
-	Arrived time.Time
+	// Skips are the malformed ips and ports left out (the rest of the
+	// import still answers); nil when there are none.
+	Skips   *Skips
+	arrived stamp
 }
+
+// Arrived is when the transform saw this version of the object: the
+// start of its DNS programming latency.
+func (i *Import) Arrived() time.Time { return i.arrived.time() }
+
+// Skips counts the malformed entries left out of an object whose other
+// entries still answer, and keeps the first reason. Objects keep a
+// pointer, nil for the well-formed ones: tens of thousands of imports and
+// slices each carrying an empty count and error would cost about 1 MiB.
+type Skips struct {
+	Count int
+	First error
+}
+
+// Skipped is the number of entries left out (0 for nil).
+func (s *Skips) Skipped() int {
+	if s == nil {
+		return 0
+	}
+	return s.Count
+}
+
+// FirstErr is why the first one was left out (nil for nil).
+func (s *Skips) FirstErr() error {
+	if s == nil {
+		return nil
+	}
+	return s.First
+}
+
+func addSkip(p **Skips, err error) {
+	if *p == nil {
+		*p = &Skips{First: err}
+	}
+	(*p).Count++
+}
+
+// stamp is a time as an offset from the process's start on the monotonic
+// clock: 8 bytes per object instead of a time.Time's 24.
+type stamp time.Duration
+
+var epoch = time.Now()
+
+func stampOf(t time.Time) stamp { return stamp(t.Sub(epoch)) }
+
+func (s stamp) time() time.Time { return epoch.Add(time.Duration(s)) }
 
 // DeepCopyObject implements runtime.Object.
 func (i *Import) DeepCopyObject() runtime.Object {
@@ -57,12 +100,13 @@ type Slice struct {
 	Slice       answers.Slice
 	// Err says why the whole slice was rejected (no endpoints answered).
 	Err error
-	// Skipped counts endpoints left out as malformed; SkipErr is the first
-	// reason.
-	Skipped int
-	SkipErr error
-	Arrived time.Time
+	// Skips are the endpoints left out as malformed; nil when none.
+	Skips   *Skips
+	arrived stamp
 }
+
+// Arrived is when the transform saw this version of the object.
+func (s *Slice) Arrived() time.Time { return s.arrived.time() }
 
 // DeepCopyObject implements runtime.Object.
 func (s *Slice) DeepCopyObject() runtime.Object {
@@ -86,7 +130,7 @@ func (s *Slice) ServiceKey() string { return s.Namespace + "/" + s.ServiceName }
 // them (CRD forks). It never fails: a malformed object comes back with Err
 // set.
 func ImportFromUnstructured(u *unstructured.Unstructured, now time.Time) *Import {
-	imp := &Import{Meta: metaOf(u), Arrived: now}
+	imp := &Import{Meta: metaOf(u), arrived: stampOf(now)}
 	imp.Service, imp.Err = readImport(u, imp.skip)
 	return imp
 }
@@ -107,12 +151,7 @@ func field(u *unstructured.Unstructured, name string) (any, bool) {
 }
 
 // skip notes a malformed entry left out of the import.
-func (i *Import) skip(err error) {
-	if i.Skipped == 0 {
-		i.SkipErr = err
-	}
-	i.Skipped++
-}
+func (i *Import) skip(err error) { addSkip(&i.Skips, err) }
 
 // readImport validates what DNS reads of u. The type, name and namespace
 // must be right or nothing answers; one malformed ips or ports entry is
@@ -245,7 +284,7 @@ var ErrNoSourceCluster = errors.New("no " + mcsapi.LabelSourceCluster + " label"
 // the others). A slice without a valid source cluster is rejected (Err);
 // a malformed endpoint, ready or not, is skipped and counted.
 func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice {
-	s := &Slice{Meta: metaOf(es), Arrived: now, ServiceName: es.Labels[mcsapi.LabelServiceName]}
+	s := &Slice{Meta: metaOf(es), arrived: stampOf(now), ServiceName: es.Labels[mcsapi.LabelServiceName]}
 	s.Slice.Name = es.Name
 	if errs := validation.IsDNS1123Label(s.ServiceName); len(errs) > 0 {
 		s.Err = fmt.Errorf("%s label %q is not a DNS label", mcsapi.LabelServiceName, s.ServiceName)
@@ -281,12 +320,7 @@ func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice
 	}
 	s.Slice.Endpoints = make([]answers.Endpoint, 0, ready)
 	backing := make([]netip.Addr, 0, total)
-	skip := func(err error) {
-		s.Skipped++
-		if s.SkipErr == nil {
-			s.SkipErr = err
-		}
-	}
+	skip := func(err error) { addSkip(&s.Skips, err) }
 endpoints:
 	for _, ep := range es.Endpoints {
 		var out answers.Endpoint
@@ -346,7 +380,7 @@ func ValidClusterID(id string) error {
 // same object decoded into Unstructured. It never fails: a malformed
 // object comes back with Err set.
 func ImportFromJSON(w *listwatchjson.ServiceImport, now time.Time) *Import {
-	imp := &Import{Meta: metaOf(w), Arrived: now}
+	imp := &Import{Meta: metaOf(w), arrived: stampOf(now)}
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetNamespace(w.Namespace)
 	u.SetName(w.Name)

@@ -97,24 +97,24 @@ func TestImportFromUnstructured(t *testing.T) {
 			require.NoError(t, err)
 			var w listwatchjson.ServiceImport
 			require.NoError(t, json.Unmarshal(b, &w))
-			fromJSON := ImportFromJSON(&w, got.Arrived)
+			fromJSON := ImportFromJSON(&w, got.Arrived())
 			assert.Equal(t, got.Service, fromJSON.Service)
 			assert.Equal(t, got.Meta, fromJSON.Meta)
 			assert.Equal(t, got.Err, fromJSON.Err)
 			assert.Equal(t, &w, w.DeepCopyObject())
-			assert.Equal(t, got.Skipped, fromJSON.Skipped)
-			assert.Equal(t, got.SkipErr, fromJSON.SkipErr)
+			assert.Equal(t, got.Skips.Skipped(), fromJSON.Skips.Skipped())
+			assert.Equal(t, got.Skips.FirstErr(), fromJSON.Skips.FirstErr())
 			if skipSub, ok := strings.CutPrefix(tt.errSub, "skip:"); ok {
 				require.NoError(t, got.Err)
-				assert.Equal(t, 1, got.Skipped)
-				require.Error(t, got.SkipErr)
-				assert.Contains(t, got.SkipErr.Error(), skipSub)
+				assert.Equal(t, 1, got.Skips.Skipped())
+				require.Error(t, got.Skips.FirstErr())
+				assert.Contains(t, got.Skips.FirstErr().Error(), skipSub)
 			} else if tt.errSub != "" {
 				require.Error(t, got.Err)
 				assert.Contains(t, got.Err.Error(), tt.errSub)
 				return
 			} else {
-				assert.Zero(t, got.Skipped)
+				assert.Zero(t, got.Skips.Skipped())
 			}
 			require.NoError(t, got.Err)
 			assert.Equal(t, tt.want, got.Service)
@@ -162,8 +162,8 @@ func TestSliceFromEndpointSlice(t *testing.T) {
 	require.NoError(t, s.Err)
 	assert.Equal(t, "demo/db", s.ServiceKey())
 	assert.Equal(t, "west.eu", s.Slice.ClusterID)
-	assert.Equal(t, 4, s.Skipped, "malformed endpoints are counted, ready or not")
-	assert.Error(t, s.SkipErr)
+	assert.Equal(t, 4, s.Skips.Skipped(), "malformed endpoints are counted, ready or not")
+	assert.Error(t, s.Skips.FirstErr())
 	assert.Equal(t, []answers.Endpoint{
 		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.5")}, Hostname: "db-0"},
 		{Addresses: []netip.Addr{netip.MustParseAddr("10.1.0.6")}},

@@ -54,9 +54,9 @@ func (b *answerBuilder) handler(imports bool) cache.ResourceEventHandler {
 		}
 		switch o := obj.(type) {
 		case *compact.Import:
-			return o.Namespace, o.Name, o.Arrived, true
+			return o.Namespace, o.Name, o.Arrived(), true
 		case *compact.Slice:
-			return o.Namespace, o.ServiceName, o.Arrived, true
+			return o.Namespace, o.ServiceName, o.Arrived(), true
 		}
 		return "", "", time.Time{}, false
 	}

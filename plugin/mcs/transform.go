@@ -42,9 +42,9 @@ func transformImport(obj any) (any, error) {
 	if imp.Err != nil {
 		rejectedObjects.WithLabelValues(kindServiceImport).Inc()
 		log.Warningf("skipping ServiceImport %s/%s: %v", imp.Namespace, imp.Name, imp.Err)
-	} else if imp.Skipped > 0 {
-		rejectedObjects.WithLabelValues(kindImportEntry).Add(float64(imp.Skipped))
-		log.Warningf("ServiceImport %s/%s: skipping %d malformed ips/ports entr(ies), the rest answers: %v", imp.Namespace, imp.Name, imp.Skipped, imp.SkipErr)
+	} else if n := imp.Skips.Skipped(); n > 0 {
+		rejectedObjects.WithLabelValues(kindImportEntry).Add(float64(n))
+		log.Warningf("ServiceImport %s/%s: skipping %d malformed ips/ports entr(ies), the rest answers: %v", imp.Namespace, imp.Name, n, imp.Skips.FirstErr())
 	}
 	return imp, nil
 }
@@ -58,9 +58,9 @@ func transformSlice(obj any) (any, error) {
 	if s.Err != nil {
 		rejectedObjects.WithLabelValues(kindEndpointSlice).Inc()
 		log.Warningf("skipping EndpointSlice %s/%s: %v", s.Namespace, s.Name, s.Err)
-	} else if s.Skipped > 0 {
-		rejectedObjects.WithLabelValues(kindEndpoint).Add(float64(s.Skipped))
-		log.Warningf("EndpointSlice %s/%s: skipping %d malformed endpoint(s): %v", s.Namespace, s.Name, s.Skipped, s.SkipErr)
+	} else if n := s.Skips.Skipped(); n > 0 {
+		rejectedObjects.WithLabelValues(kindEndpoint).Add(float64(n))
+		log.Warningf("EndpointSlice %s/%s: skipping %d malformed endpoint(s): %v", s.Namespace, s.Name, n, s.Skips.FirstErr())
 	}
 	return s, nil
 }
