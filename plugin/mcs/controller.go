@@ -173,6 +173,8 @@ func (c *controller) fail(err error) {
 
 func (c *controller) run(ctx context.Context, cl *clients) {
 	defer close(c.done)
+	gcDone := lowerGCUntilSynced()
+	defer gcDone()
 	gvr, ok := c.discover(ctx, cl.disc)
 	if !ok {
 		return
@@ -247,6 +249,7 @@ func (c *controller) run(ctx context.Context, cl *clients) {
 		served := c.version.Load() // followVersion may have moved on
 		log.Infof("synced: serving %s %s and EndpointSlices; lists in %v, answers built %v later (%d builds)",
 			served.Resource, served.GroupVersion(), lists.Round(time.Millisecond), (time.Since(began) - lists).Round(time.Millisecond), n)
+		gcDone()
 		releaseListGarbage()
 	}
 	<-ctx.Done()
