@@ -74,24 +74,31 @@ func portOwners(groups []portGroup, svcRel, zone string) (owners []string, base 
 	if len(groups) == 0 {
 		return nil, base
 	}
-	n := 0
-	for _, g := range groups {
-		n += len(g.rel) + 1 + len(base)
+	owners = joinUnder(len(groups), func(i int) string { return groups[i].rel }, base)
+	return owners, owners[0][len(groups[0].rel)+1:]
+}
+
+// joinUnder returns the names "<rel(i)>.<base>" for i < n, substrings of
+// one string: one allocation for all the names of a service.
+func joinUnder(n int, rel func(int) string, base string) []string {
+	size := 0
+	for i := range n {
+		size += len(rel(i)) + 1 + len(base)
 	}
 	var b strings.Builder
-	b.Grow(n)
-	for _, g := range groups {
-		b.WriteString(g.rel)
+	b.Grow(size)
+	for i := range n {
+		b.WriteString(rel(i))
 		b.WriteByte('.')
 		b.WriteString(base)
 	}
 	all := b.String()
-	owners = make([]string, len(groups))
-	for i, g := range groups {
-		l := len(g.rel) + 1 + len(base)
-		owners[i], all = all[:l], all[l:]
+	out := make([]string, n)
+	for i := range n {
+		l := len(rel(i)) + 1 + len(base)
+		out[i], all = all[:l], all[l:]
 	}
-	return owners, owners[0][len(groups[0].rel)+1:]
+	return out
 }
 
 // setPorts makes ports[i] the SRV node of groups[i], owned by owners[i]

@@ -149,7 +149,7 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 		if z == 0 {
 			s.shareKey(svc, base)
 		}
-		owners := joinOwners(names, base)
+		owners := joinUnder(len(names), func(i int) string { return names[i].rel }, base)
 		targets := make([]*Node, len(names))
 		for i := range names {
 			n := &eps[pos[i]]
@@ -241,29 +241,4 @@ func validName(host, rel, svcRel, zone string) bool {
 		n = len(rel) + 1 + len(svcRel) + 1
 	}
 	return n+1 <= 255 // wire: one more octet than the FQDN's presentation
-}
-
-// joinOwners returns the owner names "<rel>.<base>" of names, substrings
-// of one string (one allocation for a whole service).
-func joinOwners(names []endpointName, base string) []string {
-	n := 0
-	for _, en := range names {
-		n += len(en.rel) + 1 + len(base)
-	}
-	var b strings.Builder
-	b.Grow(n)
-	for _, en := range names {
-		b.WriteString(en.rel)
-		b.WriteByte('.')
-		b.WriteString(base)
-	}
-	all := b.String()
-	out := make([]string, len(names))
-	off := 0
-	for i, en := range names {
-		l := len(en.rel) + 1 + len(base)
-		out[i] = all[off : off+l]
-		off += l
-	}
-	return out
 }
