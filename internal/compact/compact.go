@@ -335,6 +335,9 @@ endpoints:
 			skip(errors.New("endpoint without addresses"))
 			continue
 		}
+		// A not-ready endpoint is checked all the same (a malformed one is
+		// reported) but not kept.
+		ready := isReady(ep)
 		start := len(backing)
 		for _, a := range ep.Addresses {
 			ip, err := ParseIP(a)
@@ -346,12 +349,12 @@ endpoints:
 				skip(err)
 				continue endpoints
 			}
-			if isReady(ep) {
+			if ready {
 				backing = append(backing, ip)
 			}
 		}
-		if !isReady(ep) {
-			continue // checked all the same: a malformed one is reported
+		if !ready {
+			continue
 		}
 		out.Addresses = backing[start:len(backing):len(backing)]
 		s.Slice.Endpoints = append(s.Slice.Endpoints, out)
