@@ -103,11 +103,24 @@ func baseOptions(kubeconfig string, contexts ...string) importer.Options {
 // writes returns mcs_importer_writes_total by "cluster/kind/verb".
 func (r *running) writes(t *testing.T) map[string]float64 {
 	t.Helper()
+	return r.counters(t, "mcs_importer_writes_total")
+}
+
+// conflicts returns mcs_importer_write_conflicts_total by "cluster/kind".
+func (r *running) conflicts(t *testing.T) map[string]float64 {
+	t.Helper()
+	return r.counters(t, "mcs_importer_write_conflicts_total")
+}
+
+// counters returns the counter family name, keyed by its label values
+// joined with "/".
+func (r *running) counters(t *testing.T, name string) map[string]float64 {
+	t.Helper()
 	mfs, err := r.reg.Gather()
 	require.NoError(t, err)
 	out := map[string]float64{}
 	for _, mf := range mfs {
-		if mf.GetName() != "mcs_importer_writes_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

@@ -95,6 +95,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 		if cur != nil {
 			err := m.DeleteImport(ctx, ns, name, cur.UID)
 			c.wrote(m, kindImport, "delete", ns, name)
+			c.refusedWrite(m, kindImport, err)
 			switch {
 			case err == nil:
 				c.log.Info("deleted ServiceImport", "cluster", m.ID, "namespace", ns, "name", name)
@@ -212,6 +213,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 			upd.Spec = desired.Spec
 			out, err := m.UpdateImport(ctx, upd)
 			c.wrote(m, kindImport, "update", ns, name)
+			c.refusedWrite(m, kindImport, err)
 			if apierrors.IsConflict(err) {
 				if latest, gerr := m.GetImport(ctx, ns, name); gerr == nil {
 					if !members.Owned(latest) {
@@ -258,6 +260,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 		upd.Status = want
 		out, err := m.UpdateImportStatus(ctx, upd)
 		c.wrote(m, kindImportStatus, "update", ns, name)
+		c.refusedWrite(m, kindImportStatus, err)
 		if apierrors.IsConflict(err) {
 			if latest, gerr := m.GetImport(ctx, ns, name); gerr == nil {
 				cur = latest
@@ -356,6 +359,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			// addressType is immutable: replace the slice.
 			err := client.Delete(ctx, a.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &a.UID}})
 			c.wrote(m, kindSlice, "delete", ns, a.Name)
+			c.refusedWrite(m, kindSlice, err)
 			// Conflict: the UID changed, it was replaced already; the
 			// create below then finds what is there.
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -421,6 +425,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			upd.Labels, upd.Endpoints, upd.Ports = aggregate.MergeSliceLabels(d, a), d.Endpoints, d.Ports
 			_, err := client.Update(ctx, upd, metav1.UpdateOptions{})
 			c.wrote(m, kindSlice, "update", ns, d.Name)
+			c.refusedWrite(m, kindSlice, err)
 			if apierrors.IsConflict(err) {
 				if live, gerr := client.Get(ctx, d.Name, metav1.GetOptions{}); gerr == nil {
 					if !members.Owned(live) {
@@ -446,6 +451,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 		}
 		err := client.Delete(ctx, n, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &a.UID}})
 		c.wrote(m, kindSlice, "delete", ns, n)
+		c.refusedWrite(m, kindSlice, err)
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			c.failed(m, "delete EndpointSlice")
 			errs = append(errs, err)
@@ -468,6 +474,7 @@ func (c *Controller) applyExportStatus(ctx context.Context, v view, e *mcsv1beta
 		upd.Status.Conditions = merged
 		err := m.UpdateExportStatus(ctx, upd)
 		c.wrote(m, kindExportStatus, "update", e.Namespace, e.Name)
+		c.refusedWrite(m, kindExportStatus, err)
 		if apierrors.IsConflict(err) {
 			if latest, gerr := m.GetExport(ctx, e.Namespace, e.Name); gerr == nil {
 				cur = latest
@@ -501,4 +508,11 @@ func families(ips []string) []corev1.IPFamily {
 		}
 	}
 	return out
+}
+
+// refusedWrite counts a write the API server refused with 409 Conflict.
+func (c *Controller) refusedWrite(m *members.Member, kind string, err error) {
+	if apierrors.IsConflict(err) {
+		c.metrics.WriteConflicts.WithLabelValues(m.ID, kind).Inc()
+	}
 }

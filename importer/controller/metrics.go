@@ -15,6 +15,12 @@ type Metrics struct {
 	// ServiceExportStatus) and verb (create, update, delete). In a steady
 	// state it does not move.
 	Writes *prometheus.CounterVec
+	// WriteConflicts counts the writes counted in Writes that the API
+	// server refused with 409 Conflict, by cluster and kind: the object
+	// had changed since it was read (most often this importer's own last
+	// write, not yet in its cache). Each update is retried on the object
+	// read again, so Writes minus WriteConflicts is the writes that took.
+	WriteConflicts *prometheus.CounterVec
 	// Errors counts failed operations, by cluster and operation.
 	Errors *prometheus.CounterVec
 	// MemberState is 1 for each member's current state (up, unreachable,
@@ -43,6 +49,10 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed, conflicts f
 			Namespace: "mcs_importer", Name: "writes_total",
 			Help: "Write requests sent to member cluster APIs, by cluster, kind (ServiceImport, ServiceImportStatus, EndpointSlice, ServiceExportStatus, Service) and verb. Flat in a steady state.",
 		}, []string{"cluster", "kind", "verb"}),
+		WriteConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "mcs_importer", Name: "write_conflicts_total",
+			Help: "Writes counted in mcs_importer_writes_total that the API server refused with 409 Conflict (the object changed since it was read; updates are retried on the object read again), by cluster and kind.",
+		}, []string{"cluster", "kind"}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "mcs_importer", Name: "errors_total",
 			Help: "Failed operations, by cluster and operation.",
@@ -60,7 +70,7 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed, conflicts f
 			Help: "1 while this process does the work (holds the leader Lease, or runs without leader election), 0 while it stands by.",
 		}),
 	}
-	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.Errors, m.MemberState, m.Withdrawals, m.Leader,
+	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.WriteConflicts, m.Errors, m.MemberState, m.Withdrawals, m.Leader,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "queue_depth",
 			Help: "Passes (serve and full) ready to run in the work queue.",
