@@ -65,10 +65,13 @@ func TestLeaderElection(t *testing.T) {
 	set := cluster.Start(t, cluster.Names("east", "west")...)
 	east, west := set.Clusters[0], set.Clusters[1]
 	mkNamespace(t, "shop", east, west)
-	const lease = 4 * time.Second
+	// A renew deadline a loaded machine does not miss: a leader whose
+	// renewals stall steps down, and the standby would lead before the
+	// kill.
+	const lease = 8 * time.Second
 	args := []string{"--kubeconfig", set.Kubeconfig, "--contexts", "east,west",
 		"--leader-elect", "--leader-elect-context", "west",
-		"--leader-elect-lease-duration", lease.String(), "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
+		"--leader-elect-lease-duration", lease.String(), "--leader-elect-renew-deadline", "6s", "--leader-elect-retry-period", "500ms"}
 
 	leader, follower := startReplicas(t, args)
 	// mcs_importer_leader says which replica works.

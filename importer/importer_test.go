@@ -479,6 +479,9 @@ func TestMemberDownAtStartJoinsWhenItAnswers(t *testing.T) {
 	w.northProxy.pause()
 	o := baseOptions(w.kubeconfig, w.contexts...)
 	o.ConnectTimeout = 2 * time.Second
+	// North stays "unknown" (not withdrawn) for the whole test, however
+	// long a loaded machine takes to join the other two.
+	o.EndpointGracePeriod = waitFor
 	started := time.Now()
 	r := startImporter(t, o)
 	code, body := readyz(t, r)

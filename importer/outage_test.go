@@ -297,7 +297,7 @@ func quiesceProc(t *testing.T, p *importerProc) {
 }
 
 // One member flapping (down 5 s, up 5 s) for 30 s, with a grace period
-// longer than its absences: no write to the other members, no withdrawal,
+// (12 s) longer than its absences: no write to the other members, no withdrawal,
 // no goroutine growth. Then a member away for longer than the grace
 // period is withdrawn once, logged with the number of services, counted,
 // and dropped from status.clusters.
@@ -312,7 +312,7 @@ func TestFlappingMember(t *testing.T) {
 	exportIn(t, north, ns, "web", "10.72.2.1")
 	exportIn(t, north, ns, "api", "10.72.2.2")
 	p := startImporterProc(t, "importer", "--kubeconfig", kubeconfig, "--contexts", "east,west,north",
-		"--health-probe-interval", "200ms", "--endpoint-grace-period", "8s")
+		"--health-probe-interval", "200ms", "--endpoint-grace-period", "12s")
 	waitEndpoints(t, all, ns, "web", map[string][]string{"east": {"10.72.0.1"}, "north": {"10.72.2.1"}})
 	waitEndpoints(t, all, ns, "api", map[string][]string{"north": {"10.72.2.2"}})
 	quiesceProc(t, p)
@@ -329,10 +329,12 @@ func TestFlappingMember(t *testing.T) {
 	require.Eventually(t, func() bool { return p.state("north") == "up" }, waitFor, tick)
 	quiesceProc(t, p)
 	flapWrites := p.writesTo("east", "west") - w0
-	g1 := goroutines()
+	// Goroutines of the last reconnect (a watch being replaced) may still
+	// be winding down: a leak stays above the bound, they do not.
+	var g1 float64
+	assert.Eventually(t, func() bool { g1 = goroutines(); return g1 <= g0+10 }, 10*time.Second, 200*time.Millisecond, "goroutines grew")
 	t.Logf("measured: flapping 30 s: %.0f writes to east and west; goroutines %.0f -> %.0f", flapWrites, g0, g1)
 	assert.Zero(t, flapWrites)
-	assert.LessOrEqual(t, g1, g0+10, "goroutines grew")
 	assert.NotContains(t, p.Output(), "withdrawn after the grace period")
 
 	// Away past the grace period: withdrawn once.
@@ -425,7 +427,9 @@ func TestRestartWithMemberAway(t *testing.T) {
 	require.NotEmpty(t, before)
 
 	proxies["north"].pause()
-	second := startImporterProc(t, "importer-2", append(args, "--endpoint-grace-period", "15s")...)
+	// A grace period no loaded machine outlasts: what is tested happens
+	// within it.
+	second := startImporterProc(t, "importer-2", append(args, "--endpoint-grace-period", "60s")...)
 	require.Eventually(t, func() bool { return second.state("west") == "up" && second.state("east") == "up" }, waitFor, tick)
 	// A live member's own import is reconciled while north is unknown.
 	putSlice(t, east, ns, "from-east", "from-east-1", ep{ip: "10.74.0.9", ready: true})

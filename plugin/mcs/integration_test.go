@@ -83,6 +83,11 @@ func ask(addr, network, name string, qtype uint16, bufsize uint16) (*dns.Msg, er
 	}
 	c := &dns.Client{Net: network, Timeout: 2 * time.Second, UDPSize: 65535}
 	r, _, err := c.Exchange(m, addr)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		// A reply late or lost on a loaded machine: ask once more (a
+		// wrong answer is never asked away).
+		r, _, err = c.Exchange(m, addr)
+	}
 	return r, err
 }
 
@@ -426,7 +431,8 @@ func TestIntegration(t *testing.T) {
 		srv.eventually(t, "db.demo.svc.clusterset.local", dns.TypeA, answer("db.demo.svc.clusterset.local. A 10.1.0.7"))
 		srv.eventually(t, "db-0.east.db.demo.svc.clusterset.local", dns.TypeA, wantNX)
 		srv.eventually(t, reverse(t, "10.1.0.5"), dns.TypePTR, negative(dns.RcodeNameError, "in-addr.arpa."))
-		assert.Greater(t, histogramCount(t), before, "programming latency observed")
+		// Observed just after the answer is published.
+		assert.Eventually(t, func() bool { return histogramCount(t) > before }, 5*time.Second, 10*time.Millisecond, "programming latency observed")
 
 		require.NoError(t, mc.MCS.MulticlusterV1beta1().ServiceImports("demo").Delete(ctx, "web", metav1.DeleteOptions{}))
 		srv.eventually(t, "web.demo.svc.clusterset.local", dns.TypeA, wantNX)
@@ -547,6 +553,10 @@ func testReload(t *testing.T, set *cluster.Set) {
 	s1.udp, s1.tcp = coretest.CoreDNSServerPorts(inst, 0)
 	s1.eventually(t, "v6.demo.svc.clusterset.local", dns.TypeAAAA, answer("v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c"))
 	running := informerGoroutines()
+	fullReads := func() float64 {
+		return testutil.ToFloat64(lists.WithLabelValues("serviceimports")) + testutil.ToFloat64(lists.WithLabelValues("endpointslices"))
+	}
+	readsBefore := fullReads()
 
 	// The same stanza again: the running informers and answers are
 	// handed over, none are started.
@@ -558,7 +568,11 @@ func testReload(t *testing.T, set *cluster.Set) {
 	r, err := ask(s1.udp, "udp", "v6.demo.svc.clusterset.local", dns.TypeAAAA, 1232)
 	require.NoError(t, err)
 	require.NoError(t, answer("v6.demo.svc.clusterset.local. AAAA fd00:10:96::100:c")(r), "answered at once after the reload")
-	assert.Equal(t, running, informerGoroutines(), "no informers started or stopped")
+	// A started informer lists its resource; a stopped one's goroutines
+	// go. (A reflector between its list and its watch can show one
+	// goroutine more or less for a moment.)
+	assert.Equal(t, readsBefore, fullReads(), "no informers started")
+	assert.Eventually(t, func() bool { return informerGoroutines() == running }, 5*time.Second, 50*time.Millisecond, "no informers started or stopped")
 
 	// A reload that fails after the plugin's start-up (its new port is
 	// taken): caddy drops the new instance without shutting it down; the
