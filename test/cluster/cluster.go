@@ -224,6 +224,13 @@ func StartClusters(specs ...Spec) (*Set, error) {
 	return set, errors.Join(errs...)
 }
 
+// startSlots bounds the control planes one process starts at once: a
+// kube-apiserver's start is CPU-bound, so a dozen started together on a
+// small machine each take a dozen times as long (and an attempt that runs
+// out of time is retried, which costs more), while started a few at a time
+// the last is up no later.
+var startSlots = make(chan struct{}, 3)
+
 func startOne(assets string, spec Spec, all []*apiextensionsCRD, index int) (*Cluster, error) {
 	crdList := all
 	if spec.SkipMCSCRDs {
@@ -243,6 +250,11 @@ func startOne(assets string, spec Spec, all []*apiextensionsCRD, index int) (*Cl
 		BinaryAssetsDirectory: assets,
 		CRDs:                  own,
 		ErrorIfCRDPathMissing: true,
+		// envtest's defaults (20 s per start attempt, 10 s for the CRDs
+		// to be served) are for one control plane on an idle machine; a
+		// test package starting a dozen on two cores needs more.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: time.Minute},
 	}
 	serviceRanges := ServiceCIDRv4 + "," + ServiceCIDRv6
 	if spec.IPv4Only {
@@ -257,7 +269,9 @@ func startOne(assets string, spec Spec, all []*apiextensionsCRD, index int) (*Cl
 		// kwok's Node answers exec on 127.0.0.1 (its only address).
 		api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
 	}
+	startSlots <- struct{}{}
 	cfg, err := env.Start()
+	<-startSlots
 	if err != nil {
 		_ = env.Stop()
 		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
