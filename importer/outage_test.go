@@ -456,3 +456,43 @@ func TestRestartWithMemberAway(t *testing.T) {
 	proxies["north"].resume(t)
 	waitEndpoints(t, all, ns, "from-north", map[string][]string{"north": {"10.74.2.1"}})
 }
+
+// A member's kube-apiserver process stopped and started again (etcd keeps
+// running, as when a control-plane node restarts): while it is gone the
+// member is unreachable and nothing is withdrawn or rewritten; once it is
+// back, an export created there is imported into both members, and what
+// was there before is left as it was.
+func TestMemberAPIServerRestart(t *testing.T) {
+	set := cluster.Start(t, cluster.Names("east", "west")...)
+	east, west := set.Get("east"), set.Get("west")
+	all := set.Clusters
+	ns := "apiserver-restart"
+	mkNamespace(t, ns, all...)
+	exportIn(t, east, ns, "web", "10.75.0.1")
+	p := startImporterProc(t, "importer", "--kubeconfig", set.Kubeconfig, "--contexts", "east,west",
+		"--health-probe-interval", "200ms", "--endpoint-grace-period", "60s", "--vip-mode", "none")
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east": {"10.75.0.1"}})
+	quiesceProc(t, p)
+	before := objectsState(t, []*cluster.Cluster{west}, ns)
+
+	require.NoError(t, east.StopAPIServer())
+	require.Eventually(t, func() bool { return p.state("east") == "unreachable" }, waitFor, tick)
+	time.Sleep(3 * time.Second)
+	assert.Equal(t, before, objectsState(t, []*cluster.Cluster{west}, ns), "west's objects changed while east was away")
+	assert.Equal(t, "unreachable", p.state("east"))
+
+	require.NoError(t, east.StartAPIServer(bg()))
+	back := time.Now()
+	exportIn(t, east, ns, "api", "10.75.0.2")
+	exported := time.Now()
+	waitEndpoints(t, all, ns, "api", map[string][]string{"east": {"10.75.0.2"}})
+	t.Logf("measured: an export made right after east's API server was ready imported into both members %s after it was made (%s after ready)",
+		time.Since(exported).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
+	require.Eventually(t, func() bool { return p.state("east") == "up" }, waitFor, tick)
+	quiesceProc(t, p)
+	after := objectsState(t, []*cluster.Cluster{west}, ns)
+	for k, v := range before {
+		assert.Equal(t, v, after[k], "%s rewritten after east came back", k)
+	}
+	assert.NotContains(t, p.Output(), "withdrawn after the grace period")
+}

@@ -77,6 +77,7 @@ func LoadConfig(path, contextName string) (*rest.Config, error) {
 func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "mcs-importer"
+	cfg.Wrap(retryWhileAway)
 	// One limiter for every client of the member (kube, MCS, dynamic,
 	// discovery): none when its API server has API Priority and Fairness
 	// and the operator set no rate.
