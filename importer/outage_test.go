@@ -232,7 +232,10 @@ func TestClustersetOutage(t *testing.T) {
 			exportIn(t, c, ns, fmt.Sprintf("%s-%d", c.Name, j), fmt.Sprintf("10.71.%d.%d", i, j+1))
 		}
 	}
-	const grace = 30 * time.Second
+	// North is back 20 s after the disruption ends (when west is back):
+	// 25 s short of its grace period, so that a slow probe on a loaded
+	// machine does not withdraw it.
+	const grace = 45 * time.Second
 	p := startImporterProc(t, "importer", "--kubeconfig", kubeconfig, "--contexts", "east,west,north",
 		"--health-probe-interval", "200ms", "--endpoint-grace-period", grace.String())
 	require.Eventually(t, func() bool {
