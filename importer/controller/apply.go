@@ -94,8 +94,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 		gone := true
 		if cur != nil {
 			err := m.DeleteImport(ctx, ns, name, cur.UID)
-			c.wrote(m, kindImport, "delete", ns, name)
-			c.refusedWrite(m, kindImport, err)
+			c.wrote(m, kindImport, "delete", ns, name, err)
 			switch {
 			case err == nil:
 				c.log.Info("deleted ServiceImport", "cluster", m.ID, "namespace", ns, "name", name)
@@ -181,7 +180,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 		obj := desired.DeepCopy()
 		obj.Status = mcsv1beta1.ServiceImportStatus{}
 		created, err := m.CreateImport(ctx, obj)
-		c.wrote(m, kindImport, "create", ns, name)
+		c.wrote(m, kindImport, "create", ns, name, err)
 		switch {
 		case err == nil:
 			c.log.Info("created ServiceImport", "cluster", m.ID, "namespace", ns, "name", name, "type", desired.Spec.Type)
@@ -212,8 +211,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 			upd.Labels, upd.Annotations = aggregate.MergeImportMeta(desired, cur)
 			upd.Spec = desired.Spec
 			out, err := m.UpdateImport(ctx, upd)
-			c.wrote(m, kindImport, "update", ns, name)
-			c.refusedWrite(m, kindImport, err)
+			c.wrote(m, kindImport, "update", ns, name, err)
 			if apierrors.IsConflict(err) {
 				if latest, gerr := m.GetImport(ctx, ns, name); gerr == nil {
 					if !members.Owned(latest) {
@@ -259,8 +257,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 		upd := cur.DeepCopy()
 		upd.Status = want
 		out, err := m.UpdateImportStatus(ctx, upd)
-		c.wrote(m, kindImportStatus, "update", ns, name)
-		c.refusedWrite(m, kindImportStatus, err)
+		c.wrote(m, kindImportStatus, "update", ns, name, err)
 		if apierrors.IsConflict(err) {
 			if latest, gerr := m.GetImport(ctx, ns, name); gerr == nil {
 				cur = latest
@@ -358,8 +355,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 		if a != nil && a.AddressType != d.AddressType {
 			// addressType is immutable: replace the slice.
 			err := client.Delete(ctx, a.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &a.UID}})
-			c.wrote(m, kindSlice, "delete", ns, a.Name)
-			c.refusedWrite(m, kindSlice, err)
+			c.wrote(m, kindSlice, "delete", ns, a.Name, err)
 			// Conflict: the UID changed, it was replaced already; the
 			// create below then finds what is there.
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -392,7 +388,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 		}
 		if a == nil {
 			_, err := client.Create(ctx, d, metav1.CreateOptions{})
-			c.wrote(m, kindSlice, "create", ns, d.Name)
+			c.wrote(m, kindSlice, "create", ns, d.Name, err)
 			if err == nil {
 				continue
 			}
@@ -424,8 +420,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			upd := a.DeepCopy()
 			upd.Labels, upd.Endpoints, upd.Ports = aggregate.MergeSliceLabels(d, a), d.Endpoints, d.Ports
 			_, err := client.Update(ctx, upd, metav1.UpdateOptions{})
-			c.wrote(m, kindSlice, "update", ns, d.Name)
-			c.refusedWrite(m, kindSlice, err)
+			c.wrote(m, kindSlice, "update", ns, d.Name, err)
 			if apierrors.IsConflict(err) {
 				if live, gerr := client.Get(ctx, d.Name, metav1.GetOptions{}); gerr == nil {
 					if !members.Owned(live) {
@@ -450,8 +445,7 @@ func (c *Controller) applySlices(ctx context.Context, v view, ns, name string, d
 			continue
 		}
 		err := client.Delete(ctx, n, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &a.UID}})
-		c.wrote(m, kindSlice, "delete", ns, n)
-		c.refusedWrite(m, kindSlice, err)
+		c.wrote(m, kindSlice, "delete", ns, n, err)
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			c.failed(m, "delete EndpointSlice")
 			errs = append(errs, err)
@@ -473,8 +467,7 @@ func (c *Controller) applyExportStatus(ctx context.Context, v view, e *mcsv1beta
 		upd := cur.DeepCopy()
 		upd.Status.Conditions = merged
 		err := m.UpdateExportStatus(ctx, upd)
-		c.wrote(m, kindExportStatus, "update", e.Namespace, e.Name)
-		c.refusedWrite(m, kindExportStatus, err)
+		c.wrote(m, kindExportStatus, "update", e.Namespace, e.Name, err)
 		if apierrors.IsConflict(err) {
 			if latest, gerr := m.GetExport(ctx, e.Namespace, e.Name); gerr == nil {
 				cur = latest
@@ -508,11 +501,4 @@ func families(ips []string) []corev1.IPFamily {
 		}
 	}
 	return out
-}
-
-// refusedWrite counts a write the API server refused with 409 Conflict.
-func (c *Controller) refusedWrite(m *members.Member, kind string, err error) {
-	if apierrors.IsConflict(err) {
-		c.metrics.WriteConflicts.WithLabelValues(m.ID, kind).Inc()
-	}
 }

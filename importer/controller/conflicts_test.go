@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,18 +14,19 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/members"
 )
 
-// Only a 409 Conflict counts as a refused write: success, a missing object
-// and other failures do not.
-func TestRefusedWriteCountsConflictsOnly(t *testing.T) {
+// Every write sent is counted; only a 409 Conflict counts as refused:
+// success, a missing object and other failures do not.
+func TestWroteCountsConflicts(t *testing.T) {
 	zero := func() float64 { return 0 }
-	c := &Controller{metrics: newMetrics(prometheus.NewRegistry(), zero, zero, zero)}
+	c := &Controller{metrics: newMetrics(prometheus.NewRegistry(), zero, zero, zero), log: slog.New(slog.DiscardHandler)}
 	m := &members.Member{ID: "east"}
 	gr := schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}
-	c.refusedWrite(m, kindSlice, nil)
-	c.refusedWrite(m, kindSlice, apierrors.NewNotFound(gr, "web-1"))
-	c.refusedWrite(m, kindSlice, errors.New("connection refused"))
-	c.refusedWrite(m, kindSlice, apierrors.NewConflict(gr, "web-1", errors.New("the object has been modified")))
-	c.refusedWrite(m, kindImport, apierrors.NewConflict(gr, "web", errors.New("the object has been modified")))
+	c.wrote(m, kindSlice, "update", "a", "web-1", nil)
+	c.wrote(m, kindSlice, "update", "a", "web-1", apierrors.NewNotFound(gr, "web-1"))
+	c.wrote(m, kindSlice, "update", "a", "web-1", errors.New("connection refused"))
+	c.wrote(m, kindSlice, "update", "a", "web-1", apierrors.NewConflict(gr, "web-1", errors.New("the object has been modified")))
+	c.wrote(m, kindImport, "update", "a", "web", apierrors.NewConflict(gr, "web", errors.New("the object has been modified")))
+	assert.Equal(t, 4.0, testutil.ToFloat64(c.metrics.Writes.WithLabelValues("east", kindSlice, "update")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(c.metrics.WriteConflicts.WithLabelValues("east", kindSlice)))
 	assert.Equal(t, 1.0, testutil.ToFloat64(c.metrics.WriteConflicts.WithLabelValues("east", kindImport)))
 	assert.Equal(t, 0.0, testutil.ToFloat64(c.metrics.WriteConflicts.WithLabelValues("east", kindExportStatus)))

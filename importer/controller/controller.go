@@ -42,6 +42,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -230,7 +231,7 @@ func (s *lockedSet) Delete(k string) {
 
 // writeReporter is a VIP provider that sends writes of its own.
 type writeReporter interface {
-	ReportWrites(func(m *members.Member, kind, verb, ns, name string))
+	ReportWrites(func(m *members.Member, kind, verb, ns, name string, err error))
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -622,9 +623,14 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 	return errors.Join(errs...)
 }
 
-func (c *Controller) wrote(m *members.Member, kind, verb string, ns, name string) {
+// wrote counts a write request sent to m, and whether the API server
+// refused it with 409 Conflict (err is what the request returned).
+func (c *Controller) wrote(m *members.Member, kind, verb string, ns, name string, err error) {
 	c.metrics.Writes.WithLabelValues(m.ID, kind, verb).Inc()
-	c.log.Debug("write", "cluster", m.ID, "kind", kind, "verb", verb, "namespace", ns, "name", name)
+	if apierrors.IsConflict(err) {
+		c.metrics.WriteConflicts.WithLabelValues(m.ID, kind).Inc()
+	}
+	c.log.Debug("write", "cluster", m.ID, "kind", kind, "verb", verb, "namespace", ns, "name", name, "err", err)
 }
 
 func (c *Controller) failed(m *members.Member, op string) {

@@ -45,7 +45,7 @@ type Derived struct {
 	refused   map[string]map[corev1.IPFamily]time.Time
 	// wrote, when set (ReportWrites), is told of every write sent, so that
 	// the controller's mcs_importer_writes_total counts Services too.
-	wrote func(m *members.Member, kind, verb, ns, name string)
+	wrote func(m *members.Member, kind, verb, ns, name string, err error)
 }
 
 // KindService is the kind derived-Service writes are reported with.
@@ -53,11 +53,14 @@ const KindService = "Service"
 
 // ReportWrites makes d report every write it sends to f; call it before
 // the first Assign or Release.
-func (d *Derived) ReportWrites(f func(m *members.Member, kind, verb, ns, name string)) { d.wrote = f }
+func (d *Derived) ReportWrites(f func(m *members.Member, kind, verb, ns, name string, err error)) {
+	d.wrote = f
+}
 
-func (d *Derived) report(m *members.Member, verb, ns, name string) {
+// report tells of a write sent, and of what it returned.
+func (d *Derived) report(m *members.Member, verb, ns, name string, err error) {
 	if d.wrote != nil {
-		d.wrote(m, KindService, verb, ns, name)
+		d.wrote(m, KindService, verb, ns, name, err)
 	}
 }
 
@@ -151,7 +154,7 @@ func (d *Derived) create(ctx context.Context, m *members.Member, want *corev1.Se
 	}
 	if len(cands) == 0 {
 		created, err := api.Create(ctx, want, metav1.CreateOptions{})
-		d.report(m, "create", want.Namespace, want.Name)
+		d.report(m, "create", want.Namespace, want.Name, err)
 		return created, err
 	}
 	for _, f := range cands {
@@ -161,7 +164,7 @@ func (d *Derived) create(ctx context.Context, m *members.Member, want *corev1.Se
 		try := want.DeepCopy()
 		try.Spec.IPFamilies = []corev1.IPFamily{f}
 		created, err := api.Create(ctx, try, metav1.CreateOptions{})
-		d.report(m, "create", want.Namespace, want.Name)
+		d.report(m, "create", want.Namespace, want.Name, err)
 		if familyNotConfigured(err) {
 			d.markRefused(m.ID, f)
 			continue
@@ -291,7 +294,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			// Dual: the families stay as they are (the primary cannot
 			// change); the API server adds the other where it has a range.
 			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
-			d.report(m, "update", latest.Namespace, latest.Name)
+			d.report(m, "update", latest.Namespace, latest.Name, err)
 			return err
 		})
 		if err != nil {
@@ -306,7 +309,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			}
 			latest.Spec.Ports = want.Spec.Ports
 			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
-			d.report(m, "update", latest.Namespace, latest.Name)
+			d.report(m, "update", latest.Namespace, latest.Name, err)
 			return err
 		})
 		if err != nil {
@@ -369,7 +372,7 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 		return live, nil
 	default:
 		err := api.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &live.UID}})
-		d.report(m, "delete", want.Namespace, want.Name)
+		d.report(m, "delete", want.Namespace, want.Name, err)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("replacing derived Service %s/%s (IP family): %w", want.Namespace, want.Name, err)
 		}
@@ -399,7 +402,7 @@ func (d *Derived) Release(ctx context.Context, clusterID, namespace, name string
 	err := m.Kube.CoreV1().Services(namespace).Delete(ctx, dn, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &cur.UID},
 	})
-	d.report(m, "delete", namespace, dn)
+	d.report(m, "delete", namespace, dn, err)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting derived Service %s/%s: %w", namespace, dn, err)
 	}
