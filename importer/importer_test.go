@@ -716,15 +716,47 @@ func TestHeadlessAndClusterSetIP(t *testing.T) {
 		assert.Equal(c, "False/NoConflicts", conflict)
 	}, waitFor, tick)
 
+	// A StatefulSet's governing Service exported for long; a ClusterIP
+	// Service of the same name exported later changes nothing (the
+	// oldest export decides headlessness): the per-endpoint names stay.
+	putSlice(t, east, ns, "db", "db-a", ep{"10.93.0.1", true, "db-0"})
 	mkService(t, north, ns, "db", false, tcpPort("pg", 5432))
+	putSlice(t, north, ns, "db", "db-n", ep{"10.93.1.1", true, ""})
 	mkExport(t, north, ns, "db")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, cl := range all {
+			_, _, conflict, err := exportConditions(cl, ns, "db")
+			assert.NoError(c, err)
+			assert.Equal(c, "True/TypeConflict", conflict, cl.Name)
 			si, err := getImport(cl, ns, "db")
 			if assert.NoError(c, err) {
-				assert.Equal(c, mcsv1beta1.ClusterSetIP, si.Spec.Type, "headless and ClusterSetIP resolve to ClusterSetIP")
+				assert.Equal(c, mcsv1beta1.Headless, si.Spec.Type, "the oldest export is headless")
+				assert.Empty(c, si.Spec.IPs)
+				assert.Len(c, si.Status.Clusters, 3)
 			}
-			_, _, conflict, err := exportConditions(cl, ns, "db")
+			eps, err := endpointsBySource(cl, ns, "db")
+			assert.NoError(c, err)
+			assert.Len(c, eps["east-1"], 1, cl.Name)
+			assert.Len(c, eps["north"], 1, cl.Name)
+		}
+	}, waitFor, tick)
+
+	// The other way round: the oldest is ClusterIP, a newer headless one
+	// takes part (conflict raised) but the import stays ClusterSetIP.
+	mkService(t, north, ns, "api", false, tcpPort("http", 80))
+	mkExport(t, north, ns, "api")
+	time.Sleep(1100 * time.Millisecond) // creationTimestamps have second precision
+	mkService(t, east, ns, "api", true, tcpPort("http", 80))
+	mkExport(t, east, ns, "api")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, cl := range all {
+			si, err := getImport(cl, ns, "api")
+			if assert.NoError(c, err) {
+				assert.Equal(c, mcsv1beta1.ClusterSetIP, si.Spec.Type, "the oldest export is ClusterIP")
+			}
+		}
+		for _, cl := range []*cluster.Cluster{east, north} {
+			_, _, conflict, err := exportConditions(cl, ns, "api")
 			assert.NoError(c, err)
 			assert.Equal(c, "True/TypeConflict", conflict, cl.Name)
 		}

@@ -12,8 +12,10 @@
 //     exports contribute to the import. No valid export: no import.
 //   - The oldest valid export (ServiceExport creationTimestamp, ties broken
 //     by cluster ID) wins every conflict.
-//   - type: Headless only if every valid export's Service is headless, else
-//     ClusterSetIP (TypeConflict when they differ).
+//   - type: the oldest valid export's (Headless when its Service is
+//     headless), as KEP-1645 says of headlessness: a newer export of the
+//     other type changes nothing, its endpoints are served all the same,
+//     and every valid export gets TypeConflict.
 //   - ports: the union; a port whose name or (port, protocol) matches one
 //     already taken but is defined differently keeps the older definition.
 //     When the valid exports' port sets are not all identical, every valid
@@ -288,12 +290,8 @@ func Compute(in Input) Result {
 		res.Winner = oldest.ClusterID
 		osvc := oldest.Service
 		sets := make([][]mcsv1beta1.ServicePort, len(valid))
-		allHeadless := true
 		for i, e := range valid {
 			sets[i] = portSet(e.Service)
-			if !IsHeadless(e.Service) {
-				allHeadless = false
-			}
 			if i == 0 {
 				continue
 			}
@@ -363,7 +361,7 @@ func Compute(in Input) Result {
 		if imp.Spec.Ports == nil {
 			imp.Spec.Ports = []mcsv1beta1.ServicePort{}
 		}
-		if allHeadless {
+		if IsHeadless(osvc) {
 			imp.Spec.Type = mcsv1beta1.Headless
 		}
 		if c := osvc.Spec.SessionAffinityConfig; c != nil {

@@ -141,9 +141,17 @@ func TestConflicts(t *testing.T) {
 			}},
 		{name: "all headless", exports: []exp{{cluster: "a", svc: headless}, {cluster: "b", age: 1, svc: headless}},
 			check: func(t *testing.T, r Result) { assert.Equal(t, mcsv1beta1.Headless, r.Import.Spec.Type) }},
-		{name: "headless and ClusterSetIP: ClusterSetIP, even when the oldest is headless", conflicts: "TypeConflict",
+		{name: "headless oldest, ClusterIP newer: the oldest decides, Headless", conflicts: "TypeConflict",
 			exports: []exp{{cluster: "a", svc: headless}, {cluster: "b", age: 1}},
+			check:   func(t *testing.T, r Result) { assert.Equal(t, mcsv1beta1.Headless, r.Import.Spec.Type) }},
+		{name: "ClusterIP oldest, headless newer: the oldest decides, ClusterSetIP", conflicts: "TypeConflict",
+			exports: []exp{{cluster: "a", age: 1, svc: headless}, {cluster: "b"}},
 			check:   func(t *testing.T, r Result) { assert.Equal(t, mcsv1beta1.ClusterSetIP, r.Import.Spec.Type) }},
+		{name: "session affinity of the oldest, ClientIP", conflicts: "SessionAffinityConflict",
+			exports: []exp{{cluster: "a", age: 1}, {cluster: "b", svc: func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP }}},
+			check: func(t *testing.T, r Result) {
+				assert.Equal(t, corev1.ServiceAffinityClientIP, r.Import.Spec.SessionAffinity)
+			}},
 		{name: "session affinity", conflicts: "SessionAffinityConflict",
 			exports: []exp{{cluster: "a"}, {cluster: "b", age: 1, svc: func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP }}},
 			check: func(t *testing.T, r Result) {
