@@ -176,9 +176,7 @@ func New(o Options) *Controller {
 		return float64(c.passes.owed())
 	}, func() float64 { return float64(c.conflicted.Len()) })
 	c.stateLabel = map[string]string{}
-	for _, st := range c.set.Statuses() {
-		c.setMemberState(st.Context, st.Cluster, st.State)
-	}
+	c.refreshMemberStates("")
 	// A VIP provider that writes objects of its own (derived Services)
 	// reports them, so that mcs_importer_writes_total counts every write.
 	for _, p := range []vip.Provider{c.vip, c.leftovers} {
@@ -336,13 +334,7 @@ func (c *Controller) Notify(ev members.Event) {
 // (including, when it went down, the keys only it knew). A withdrawal is
 // logged once, with the number of services it affects, and counted.
 func (c *Controller) OnChange(ch members.Change) {
-	// The gauge shows the state now: changes reported from different
-	// goroutines may arrive out of order.
-	for _, st := range c.set.Statuses() {
-		if st.Context == ch.Context {
-			c.setMemberState(st.Context, st.Cluster, st.State)
-		}
-	}
+	c.refreshMemberStates(ch.Context)
 	if ch.State == members.Down {
 		c.metrics.Withdrawals.WithLabelValues(ch.Cluster()).Inc()
 		if ch.Dropped != nil {
@@ -371,12 +363,28 @@ func (c *Controller) frozenServices() int {
 	return len(keys)
 }
 
-// setMemberState sets the member_state series of a member: labelled with
-// its kubeconfig context, and with its cluster ID once it has joined (its
-// context before: the series under the context goes when the ID differs).
-func (c *Controller) setMemberState(context, cluster string, s members.State) {
+// refreshMemberStates sets the member_state series of the member reached
+// through context (of every member when context is ""), to the state the
+// Set holds now. Changes are reported from several goroutines and may
+// arrive out of order, so the state is read, not taken from the change;
+// and it is read under stateMu, so that a report that read an older state
+// cannot set the gauge after one that read a newer state (a withdrawn
+// member shown unreachable).
+func (c *Controller) refreshMemberStates(context string) {
 	c.stateMu.Lock()
 	defer c.stateMu.Unlock()
+	for _, st := range c.set.Statuses() {
+		if context == "" || st.Context == context {
+			c.setMemberState(st.Context, st.Cluster, st.State)
+		}
+	}
+}
+
+// setMemberState sets the member_state series of a member (under
+// stateMu): labelled with its kubeconfig context, and with its cluster ID
+// once it has joined (its context before: the series under the context
+// goes when the ID differs).
+func (c *Controller) setMemberState(context, cluster string, s members.State) {
 	if prev, ok := c.stateLabel[context]; ok && prev != cluster {
 		for _, st := range members.States {
 			c.metrics.MemberState.DeleteLabelValues(prev, context, st.String())

@@ -104,7 +104,8 @@ func (h Hold) Holds(id string) bool { return h.known != nil && !h.known[id] }
 //   - a member never seen since the start is Unknown: nothing that may have
 //     come from it is touched (Hold) until it joins or the grace period has
 //     passed since the start, when it goes Down too;
-//   - while more than half of the members cannot be reached at once (no
+//   - while more than half of the members cannot be reached at once, whatever
+//     their state before (withdrawn ones included; no
 //     connection, timeouts, 5xx), the importer's own network is suspected:
 //     no member is withdrawn, and the time the disruption lasts does not
 //     count towards anyone's grace period (as Kubernetes' node lifecycle
@@ -529,12 +530,16 @@ func (s *Set) decide() {
 	now := s.o.now()
 	var changes []Change
 	s.mu.Lock()
+	// away counts the members the importer cannot reach now, whatever
+	// their state: one withdrawn earlier (Down, or never joined and
+	// expired) that still cannot be reached is as much evidence of a
+	// broken network as one that went away a moment ago. Otherwise a
+	// growing outage (two of four withdrawn for real, then the importer's
+	// own network fails) would look like half the clusterset, and the
+	// rest would be withdrawn too.
 	away := 0
 	for _, sl := range s.slots {
-		switch {
-		case sl.member == nil && !sl.expired && sl.netDown:
-			away++
-		case sl.member != nil && sl.member.State() == Unreachable && sl.netDown:
+		if sl.netDown && (sl.member == nil || sl.member.State() != Up) {
 			away++
 		}
 	}

@@ -240,6 +240,37 @@ func TestSetDisruptionWithdrawsNothing(t *testing.T) {
 	assert.GreaterOrEqual(t, withdrawnAt, 30)
 	assert.LessOrEqual(t, withdrawnAt, 33, "the blips paused the clocks only while they lasted")
 
+	// A growing outage: c and d go down for real and are withdrawn; then
+	// the importer's own network fails (a and b unreachable too). Four
+	// of four cannot be seen: nothing more is withdrawn, however long it
+	// lasts, and a and b coming back one by one lose nothing.
+	g := newDecisions(t, 30*time.Second, "a", "b", "c", "d")
+	for _, n := range []string{"a", "b", "c", "d"} {
+		g.joined(n)
+	}
+	g.cut("c")
+	g.cut("d")
+	assert.ElementsMatch(t, []string{"c=down", "d=down"}, g.step(30*time.Second))
+	g.cut("a")
+	g.cut("b")
+	for range 10 {
+		assert.Empty(t, g.step(10*time.Second), "the members already down count towards the disruption")
+	}
+	g.back("a")
+	assert.Empty(t, g.step(40*time.Second), "three of four cannot be seen: still disrupted")
+	g.back("b")
+	assert.Empty(t, g.step(time.Minute))
+	assert.Equal(t, Up, g.state("a"))
+	assert.Equal(t, Up, g.state("b"))
+	// A member never joined whose hold ran out counts too.
+	u := newDecisions(t, 10*time.Second, "a", "b", "c")
+	u.joined("a")
+	u.joined("b")
+	u.away("c")
+	assert.Equal(t, []string{"c=down"}, u.step(10*time.Second))
+	u.cut("a")
+	assert.Empty(t, u.step(time.Minute), "two of three cannot be seen, c included")
+
 	// Refusals (401/403) are answers, not a disruption.
 	f := newDecisions(t, 10*time.Second, "east", "west", "north")
 	for _, n := range []string{"east", "west", "north"} {
