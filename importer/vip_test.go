@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -70,6 +71,93 @@ func importIPs(t *testing.T, cs []*cluster.Cluster, ns, name string, check func(
 	return out
 }
 
+// TestDerivedServiceRefused: when an importing cluster refuses the derived
+// Service (a count/services quota here; a webhook alike), the import is
+// written all the same, without a VIP and Ready=False, its endpoints keep
+// following the exporting cluster, it never names an address the cluster
+// released, and the VIP comes once the refusal ends.
+func TestDerivedServiceRefused(t *testing.T) {
+	set := cluster.Start(t, cluster.Names("east", "north")...)
+	cs := set.Clusters
+	east, north := cs[0], cs[1]
+	const ns = "quota"
+	mkNamespace(t, ns, cs...)
+	o := baseOptions(set.Kubeconfig, "east", "north")
+	o.VIPMode = importer.VIPModeDerived
+	imp := startImporter(t, o)
+	exportService(t, east, ns, "web")
+	withVIP := func(_ *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+		if len(si.Spec.IPs) == 0 {
+			return fmt.Errorf("no ips yet")
+		}
+		return nil
+	}
+	before := importIPs(t, cs, ns, "web", withVIP)
+
+	// No more Services in north's namespace.
+	q, err := north.Kube.CoreV1().ResourceQuotas(ns).Create(bg(), &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-services"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}}
+	_, err = north.Kube.CoreV1().ResourceQuotas(ns).UpdateStatus(bg(), q, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = north.Kube.CoreV1().Services(ns).Create(bg(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{tcpPort("http", 80)}},
+	}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "the quota refuses Services: %v", err)
+
+	refused := func(c *assert.CollectT, name string) {
+		si, err := getImport(north, ns, name)
+		if !assert.NoError(c, err, "the import is written although its VIP cannot be made") {
+			return
+		}
+		assert.Empty(c, si.Spec.IPs, "no address the cluster does not hold")
+		ready := meta.FindStatusCondition(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady))
+		if assert.NotNil(c, ready) {
+			assert.Equal(c, metav1.ConditionFalse, ready.Status)
+			assert.Contains(c, ready.Message, "quota")
+		}
+	}
+	// The derived Service goes (deleted by hand: its ClusterIP is released
+	// and may go to another Service) and cannot come back.
+	require.NoError(t, north.Kube.CoreV1().Services(ns).Delete(bg(), vip.DerivedName(ns, "web"), metav1.DeleteOptions{}))
+	require.EventuallyWithT(t, func(c *assert.CollectT) { refused(c, "web") }, waitFor, tick)
+	assert.Positive(t, imp.counters(t, "mcs_importer_errors_total")["north/assign VIP"], "the failure is counted")
+	// Endpoints keep flowing meanwhile.
+	putSlice(t, east, ns, "web", "web-1", ep{ip: "10.1.0.9", ready: true})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		eps, err := endpointsBySource(north, ns, "web")
+		assert.NoError(c, err)
+		assert.Equal(c, []string{"10.1.0.9"}, eps["east"])
+	}, waitFor, tick)
+	// A new export is imported, endpoints and all.
+	exportService(t, east, ns, "api")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		refused(c, "api")
+		eps, err := endpointsBySource(north, ns, "api")
+		assert.NoError(c, err)
+		assert.Equal(c, []string{"10.1.0.1"}, eps["east"])
+	}, waitFor, tick)
+	assert.Equal(t, before["east"], importIPs(t, []*cluster.Cluster{east}, ns, "web", withVIP)["east"], "the other cluster's VIP is untouched")
+
+	// The quota goes: the VIPs come (the import is retried with backoff).
+	require.NoError(t, north.Kube.CoreV1().ResourceQuotas(ns).Delete(bg(), "no-services", metav1.DeleteOptions{}))
+	for _, name := range []string{"web", "api"} {
+		importIPs(t, cs, ns, name, func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+			if err := withVIP(c, si); err != nil {
+				return err
+			}
+			if ready := meta.FindStatusCondition(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady)); ready == nil || ready.Status != metav1.ConditionTrue {
+				return fmt.Errorf("ready %v", ready)
+			}
+			return nil
+		})
+	}
+}
+
 func TestDerivedServiceVIPs(t *testing.T) {
 	top := t // importers started in subtests outlive them
 	set := cluster.Start(t, cluster.Names("east", "west", "north")...)
@@ -120,6 +208,40 @@ func TestDerivedServiceVIPs(t *testing.T) {
 	t.Run("a derived Service deleted by hand is recreated", func(t *testing.T) {
 		require.NoError(t, west.Kube.CoreV1().Services("shop").Delete(bg(), derived, metav1.DeleteOptions{}))
 		importIPs(t, cs, "shop", "web", withDerived) // recreated, ips follow the new ClusterIP
+	})
+
+	t.Run("the derived Service carries the import's session affinity", func(t *testing.T) {
+		affinity := func(want corev1.ServiceAffinity, timeout int32) {
+			t.Helper()
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				for _, cl := range cs {
+					svc, err := cl.Kube.CoreV1().Services("shop").Get(bg(), derived, metav1.GetOptions{})
+					if !assert.NoError(c, err) {
+						return
+					}
+					assert.Equal(c, want, svc.Spec.SessionAffinity, cl.Name)
+					if want == corev1.ServiceAffinityClientIP && assert.NotNil(c, svc.Spec.SessionAffinityConfig) {
+						assert.Equal(c, timeout, *svc.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds, cl.Name)
+					}
+				}
+			}, waitFor, tick)
+		}
+		before := importIPs(t, cs, "shop", "web", withDerived)
+		src, err := east.Kube.CoreV1().Services("shop").Get(bg(), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		src.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		src.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptrTo[int32](600)}}
+		_, err = east.Kube.CoreV1().Services("shop").Update(bg(), src, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		affinity(corev1.ServiceAffinityClientIP, 600)
+		imp.quiesce(t, 2*time.Second) // and not rewritten once it is so
+		src, err = east.Kube.CoreV1().Services("shop").Get(bg(), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		src.Spec.SessionAffinity, src.Spec.SessionAffinityConfig = corev1.ServiceAffinityNone, nil
+		_, err = east.Kube.CoreV1().Services("shop").Update(bg(), src, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		affinity(corev1.ServiceAffinityNone, 0)
+		require.Equal(t, before, importIPs(t, cs, "shop", "web", withDerived), "changed in place: the VIPs stay")
 	})
 
 	t.Run("dual-stack: one VIP per family, in ipFamilies order", func(t *testing.T) {

@@ -80,12 +80,15 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 	// the key is retried (with backoff) until they are free: their
 	// objects' events are not ours to watch.
 	var notOwned []*members.NotOwnedError
+	// vipErr is a failed VIP step: the rest is written all the same (the
+	// endpoints must keep flowing), and the key is retried.
+	var vipErr error
 	done := func(present bool, inTheWay []string, err error) (importOutcome, error) {
 		for _, no := range notOwned {
 			inTheWay = append(inTheWay, no.Object())
 			err = errors.Join(err, no)
 		}
-		return importOutcome{present: present, inTheWay: inTheWay}, err
+		return importOutcome{present: present, inTheWay: inTheWay}, errors.Join(err, vipErr)
 	}
 
 	if res.Import == nil || !active {
@@ -123,13 +126,22 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 	if desired.Spec.Type == mcsv1beta1.ClusterSetIP {
 		if asg, err = c.vip.Assign(ctx, m.ID, desired); err != nil {
 			var no *members.NotOwnedError
-			if !errors.As(err, &no) {
+			if errors.As(err, &no) {
+				// The import is written without a VIP, and says why.
+				notOwned = append(notOwned, no)
+				asg = vip.Assignment{}
+			} else {
+				// A quota or a webhook refused the VIP's object: the
+				// import is written with what it holds (asg), says
+				// why, and the key is retried.
 				c.failed(m, "assign VIP")
-				return done(cur != nil, nil, fmt.Errorf("assigning VIP: %w", err))
+				vipErr = fmt.Errorf("assigning VIP: %w", err)
+				asg.Ready = &metav1.Condition{
+					Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionFalse,
+					Reason:  string(mcsv1beta1.ServiceImportReasonPending),
+					Message: "the VIP cannot be made or updated here: " + err.Error(),
+				}
 			}
-			// The import is written without a VIP, and says why.
-			notOwned = append(notOwned, no)
-			asg = vip.Assignment{}
 		}
 		desired.Spec.IPs = asg.IPs
 		// ipFamilies lists the families of the ips, in their order (a
@@ -144,8 +156,10 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 			maps.Copy(desired.Annotations, asg.Annotations)
 		}
 	} else if err := c.vip.Release(ctx, m.ID, ns, name); err != nil {
+		// A Headless import names no VIP; what could not be released
+		// is retried, and the import and its endpoints are written.
 		c.failed(m, "release VIP")
-		return done(cur != nil, nil, fmt.Errorf("releasing VIP: %w", err))
+		vipErr = fmt.Errorf("releasing VIP: %w", err)
 	}
 	aggregate.RecordExportedKeys(desired)
 	// What this member's CRDs would drop is not asked for (or every pass

@@ -87,6 +87,9 @@ func derivedSpec(imp *mcsv1beta1.ServiceImport, name string) *corev1.Service {
 		},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: derivedPorts(imp.Spec.Ports)},
 	}
+	// kube-proxy reads session affinity from the Service the VIP belongs
+	// to, so the derived Service carries the import's.
+	svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig = derivedAffinity(imp.Spec)
 	switch fams := imp.Spec.IPFamilies; len(fams) {
 	case 0:
 	case 1:
@@ -222,6 +225,50 @@ func derivedPorts(in []mcsv1beta1.ServicePort) []corev1.ServicePort {
 	return out
 }
 
+// clientIPTimeout is the API server's default ClientIP affinity timeout
+// (3 hours), filled in where a ClientIP Service names none.
+const clientIPTimeout int32 = 10800
+
+// derivedAffinity is the session affinity a derived Service of an import
+// with spec has, as the API server stores it: None with no config (it
+// refuses a config then), or ClientIP with its timeout defaulted.
+func derivedAffinity(spec mcsv1beta1.ServiceImportSpec) (corev1.ServiceAffinity, *corev1.SessionAffinityConfig) {
+	if spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+		return corev1.ServiceAffinityNone, nil
+	}
+	timeout := clientIPTimeout
+	if c := spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+		timeout = *c.ClientIP.TimeoutSeconds
+	}
+	return corev1.ServiceAffinityClientIP, &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(timeout)}}
+}
+
+// mutableSpecEqual reports whether the fields of a derived Service that
+// follow its import in place (ports, session affinity) are want's.
+func mutableSpecEqual(want, have *corev1.Service) bool {
+	return portsEqual(want.Spec.Ports, have.Spec.Ports) && affinityEqual(want, have)
+}
+
+func affinityEqual(want, have *corev1.Service) bool {
+	wa, ha := want.Spec.SessionAffinity, have.Spec.SessionAffinity
+	if ha == "" {
+		ha = corev1.ServiceAffinityNone
+	}
+	if wa != ha {
+		return false
+	}
+	if wa != corev1.ServiceAffinityClientIP {
+		return true
+	}
+	timeout := func(c *corev1.SessionAffinityConfig) int32 {
+		if c == nil || c.ClientIP == nil || c.ClientIP.TimeoutSeconds == nil {
+			return clientIPTimeout
+		}
+		return *c.ClientIP.TimeoutSeconds
+	}
+	return timeout(want.Spec.SessionAffinityConfig) == timeout(have.Spec.SessionAffinityConfig)
+}
+
 func portsEqual(want, have []corev1.ServicePort) bool {
 	return slices.EqualFunc(want, have, func(a, b corev1.ServicePort) bool {
 		return a.Name == b.Name && a.Protocol == b.Protocol && a.Port == b.Port && ptr.Equal(a.AppProtocol, b.AppProtocol)
@@ -229,7 +276,10 @@ func portsEqual(want, have []corev1.ServicePort) bool {
 }
 
 // Assign implements Provider: it makes sure the derived Service exists with
-// the import's ports and returns its ClusterIPs.
+// the import's ports and session affinity and returns its ClusterIPs. When
+// a write fails (a quota, a webhook), the assignment returned with the
+// error is the Service that exists, if any: its VIP stays served, and an
+// import whose Service could not be made names none.
 func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1beta1.ServiceImport) (Assignment, error) {
 	m := d.members.Lookup(clusterID)
 	if m == nil {
@@ -257,7 +307,10 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 				return Assignment{}, err
 			}
 		default:
-			return Assignment{}, fmt.Errorf("creating derived Service %s/%s: %w", desired.Namespace, name, err)
+			// No VIP is held; the slices keep the label they will need,
+			// so that they are not rewritten twice.
+			held := Assignment{SliceLabels: map[string]string{mcsapi.LabelKubeServiceName: name}}
+			return held, fmt.Errorf("creating derived Service %s/%s: %w", desired.Namespace, name, err)
 		}
 	}
 	if !OwnedService(cur) || cur.Labels[mcsapi.LabelDerivedFor] != desired.Name {
@@ -269,6 +322,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 		// A Service's primary family cannot change: replace the Service
 		// (the VIP changes with its family, as it must).
 		var err error
+		// (On failure the old Service may be gone: no VIP is held.)
 		if cur, err = d.replace(ctx, m, want, fams); errors.Is(err, errNoFamily) {
 			return Assignment{Ready: familyNotSupported(fams)}, nil
 		} else if err != nil {
@@ -298,22 +352,23 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			return err
 		})
 		if err != nil {
-			return Assignment{}, fmt.Errorf("updating derived Service %s/%s IP families: %w", desired.Namespace, name, err)
+			return assignment(cur, name), fmt.Errorf("updating derived Service %s/%s IP families: %w", desired.Namespace, name, err)
 		}
 	}
-	if !portsEqual(want.Spec.Ports, cur.Spec.Ports) {
+	if !mutableSpecEqual(want, cur) {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			latest, err := api.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			latest.Spec.Ports = want.Spec.Ports
+			latest.Spec.SessionAffinity, latest.Spec.SessionAffinityConfig = want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
 			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
 			d.report(m, "update", latest.Namespace, latest.Name, err)
 			return err
 		})
 		if err != nil {
-			return Assignment{}, fmt.Errorf("updating derived Service %s/%s ports: %w", desired.Namespace, name, err)
+			return assignment(cur, name), fmt.Errorf("updating derived Service %s/%s ports and session affinity: %w", desired.Namespace, name, err)
 		}
 	}
 	a := assignment(cur, name)

@@ -28,17 +28,17 @@ func NewCIDROrDerived(pool *Pool, ms Members) *CIDROrDerived {
 
 // Assign implements Provider.
 func (p *CIDROrDerived) Assign(ctx context.Context, clusterID string, desired *mcsv1beta1.ServiceImport) (Assignment, error) {
+	// A failure of one side does not keep the other from being assigned
+	// (see Provider.Assign): the errors are returned together.
 	if desired.Annotations[mcsapi.AnnotationUseClusterSetIP] == "true" {
-		if err := p.Derived.Release(ctx, clusterID, desired.Namespace, desired.Name); err != nil {
-			return Assignment{}, err
-		}
-		return p.CIDR.Assign(ctx, clusterID, desired)
+		relErr := p.Derived.Release(ctx, clusterID, desired.Namespace, desired.Name)
+		a, err := p.CIDR.Assign(ctx, clusterID, desired)
+		return a, errors.Join(relErr, err)
 	}
 	// Not opted in: the CIDR forgets any wait for an address.
-	if _, err := p.CIDR.Assign(ctx, clusterID, desired); err != nil {
-		return Assignment{}, err
-	}
-	return p.Derived.Assign(ctx, clusterID, desired)
+	_, cidrErr := p.CIDR.Assign(ctx, clusterID, desired)
+	a, err := p.Derived.Assign(ctx, clusterID, desired)
+	return a, errors.Join(cidrErr, err)
 }
 
 // Release implements Provider.

@@ -49,7 +49,11 @@ type Provider interface {
 	// Assign returns the assignment for the desired import (spec and
 	// metadata computed, no ips) in the importing cluster clusterID.
 	// It is called on every reconcile and must be idempotent and cheap
-	// when nothing changes.
+	// when nothing changes. With an error it returns what the import
+	// holds now (the VIPs that exist, none if none does), which the import
+	// is written with: endpoints keep flowing while a VIP cannot be made,
+	// and an import never names an address the cluster may have given to
+	// another Service.
 	Assign(ctx context.Context, clusterID string, desired *mcsv1beta1.ServiceImport) (Assignment, error)
 	// Release is called whenever the import namespace/name must have no
 	// VIP in clusterID: on every reconcile where the import must not exist
