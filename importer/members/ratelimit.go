@@ -78,9 +78,20 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // limitClients sets cfg's client-side limit: none when the API server has
-// APF (see apfLimiter), unless cfg sets a rate; then that rate.
+// APF (see apfLimiter), unless cfg sets a rate; then that rate, in one
+// token bucket that every client made from cfg shares (client-go would
+// give each clientset a bucket of its own, several times the rate asked
+// for against one member).
 func limitClients(cfg *rest.Config) *apfLimiter {
-	if cfg.QPS != 0 || cfg.RateLimiter != nil {
+	if cfg.RateLimiter != nil {
+		return nil
+	}
+	if cfg.QPS != 0 {
+		burst := cfg.Burst
+		if burst <= 0 {
+			burst = int(2 * cfg.QPS)
+		}
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, burst)
 		return nil
 	}
 	l := newAPFLimiter()

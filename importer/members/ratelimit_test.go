@@ -77,6 +77,17 @@ func TestConnectClientLimit(t *testing.T) {
 	m, err = Connect(ctx, cfg, "east")
 	require.NoError(t, err)
 	assert.Equal(t, "set by flags", m.ClientLimit())
-	assert.Nil(t, m.Config.RateLimiter)
-	assert.Equal(t, float32(50), m.Config.QPS)
+	require.NotNil(t, m.Config.RateLimiter, "one bucket for every client of the member")
+	assert.Equal(t, float32(50), m.Config.RateLimiter.QPS())
+	for _, c := range []rest.Interface{m.Kube.CoreV1().RESTClient(), m.Kube.DiscoveryV1().RESTClient(), m.MCS.MulticlusterV1beta1().RESTClient()} {
+		assert.Same(t, m.Config.RateLimiter, c.GetRateLimiter(), "the kube and MCS clients share the bucket")
+	}
+	// The shared bucket holds the burst (less what discovery took), then
+	// the rate, for all of them.
+	accepted := 0
+	for m.Config.RateLimiter.TryAccept() {
+		accepted++
+	}
+	assert.GreaterOrEqual(t, accepted, 50)
+	assert.LessOrEqual(t, accepted, 110)
 }
