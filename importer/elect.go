@@ -62,7 +62,11 @@ func runElected(ctx context.Context, o Options, log *slog.Logger, work func(cont
 		LeaseDuration:   o.LeaseDuration,
 		RenewDeadline:   o.RenewDeadline,
 		RetryPeriod:     o.RetryPeriod,
-		ReleaseOnCancel: true,
+		// The Lease is released by hand once the term's work has
+		// returned (release below): client-go's ReleaseOnCancel gives it
+		// up as soon as the context is cancelled, while the last writes
+		// are still in flight, and a standby could start writing then.
+		ReleaseOnCancel: false,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
 				termMu.Lock()
@@ -95,6 +99,7 @@ func runElected(ctx context.Context, o Options, log *slog.Logger, work func(cont
 	ended = true
 	termMu.Unlock()
 	term.Wait() // the term's context is cancelled by now
+	release(o, lock, identity, log)
 	if workErr != nil {
 		return workErr
 	}
@@ -102,6 +107,33 @@ func runElected(ctx context.Context, o Options, log *slog.Logger, work func(cont
 		return errLostLeadership
 	}
 	return nil
+}
+
+// release gives the Lease up, if this process still holds it, so that a
+// standby takes over at once instead of after the lease duration: as
+// client-go's own release does, a record with no holder that expires in
+// a second. It is called only after every write of the term has
+// returned. A failure is logged: the Lease then expires by itself.
+func release(o Options, lock *resourcelock.LeaseLock, identity string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), o.RenewDeadline)
+	defer cancel()
+	rec, _, err := lock.Get(ctx)
+	if err != nil {
+		log.Warn("cannot read the leader Lease to release it; it expires by itself", "err", err)
+		return
+	}
+	if rec.HolderIdentity != identity {
+		return // not ours (any more)
+	}
+	now := metav1.Now()
+	err = lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
+	})
+	if err != nil {
+		log.Warn("cannot release the leader Lease; it expires by itself", "err", err)
+		return
+	}
+	log.Info("released the leader Lease", "identity", identity)
 }
 
 // leaseConfig says where the leader Lease lives: the cluster the flags
