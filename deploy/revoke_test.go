@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,6 +97,35 @@ func TestImporterAccessRevoked(t *testing.T) {
 		t.Logf("measured: recovered %s after the binding came back", time.Since(restored).Round(time.Millisecond))
 		assert.Contains(t, readyz(), "member west: up")
 	})
+
+	// One resource taken out of the member role: the member is not Up
+	// with that resource's data frozen, it is unreachable with a reason
+	// naming it, and back when the role is.
+	revokeOne := func(t *testing.T, resource string, keepVerbs ...string) {
+		role, err := west.Kube.RbacV1().ClusterRoles().Get(ctx, "mcs-dns:importer", metav1.GetOptions{})
+		require.NoError(t, err)
+		for i, r := range role.Rules {
+			if slices.Contains(r.Resources, resource) {
+				role.Rules[i].Verbs = keepVerbs
+			}
+		}
+		role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return len(r.Verbs) == 0 })
+		_, err = west.Kube.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		revoked := time.Now()
+		require.Eventually(t, func() bool {
+			r := readyz()
+			return strings.Contains(r, "member west: unreachable: forbidden") && strings.Contains(r, resource)
+		}, time.Minute, 100*time.Millisecond, "readyz:\n%s", readyz())
+		t.Logf("measured: reported forbidden (%s) %s after the role lost it", resource, time.Since(revoked).Round(time.Millisecond))
+		applyRBAC(t, set)
+		require.Eventually(t, func() bool { return strings.Contains(readyz(), "member west: up") }, time.Minute, 100*time.Millisecond,
+			"readyz:\n%s", readyz())
+		require.Eventually(t, func() bool { return imported(west, "cart") && imported(east, "cart") }, time.Minute, 200*time.Millisecond,
+			"west never recovered:\n%s", imp.Output())
+	}
+	t.Run("EndpointSlices no longer readable", func(t *testing.T) { revokeOne(t, "endpointslices") })
+	t.Run("Services no longer writable", func(t *testing.T) { revokeOne(t, "services", "get", "list", "watch") })
 
 	t.Run("CRDs deleted and re-created", func(t *testing.T) {
 		ext, err := apiextensionsclient.NewForConfig(west.Config)

@@ -57,11 +57,11 @@ func runElected(ctx context.Context, o Options, log *slog.Logger, work func(cont
 		workErr error
 	)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		Name:            "mcs-importer",
-		LeaseDuration:   o.LeaseDuration,
-		RenewDeadline:   o.RenewDeadline,
-		RetryPeriod:     o.RetryPeriod,
+		Lock:          lock,
+		Name:          "mcs-importer",
+		LeaseDuration: o.LeaseDuration,
+		RenewDeadline: o.RenewDeadline,
+		RetryPeriod:   o.RetryPeriod,
 		// The Lease is released by hand once the term's work has
 		// returned (release below): client-go's ReleaseOnCancel gives it
 		// up as soon as the context is cancelled, while the last writes

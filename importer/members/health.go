@@ -96,13 +96,27 @@ func (m *Member) State() State {
 
 // Probe checks that the importer can still do its work in the member: it
 // lists one ServiceExport (and, in an importing member, one ServiceImport)
-// at the versions the member was joined with. That fails when the API is
-// unreachable, when the importer's credentials or RBAC binding are gone
-// (401/403; a bare /readyz would still answer), and when the MCS CRDs
-// were deleted or stopped serving those versions (404).
+// at the versions the member was joined with, one object of every other
+// resource it reads (Services, EndpointSlices, Namespaces), and asks
+// whether it may make every write it makes there (see probeWrites). That
+// fails when the API is unreachable, when the importer's credentials or
+// RBAC binding are gone or lack any one of those resources (401/403; a
+// bare /readyz would still answer), and when the MCS CRDs were deleted or
+// stopped serving those versions (404).
 func (m *Member) Probe(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if err := m.probeMCS(ctx); err != nil {
+		return err
+	}
+	if err := m.probeReads(ctx); err != nil {
+		return err
+	}
+	return m.probeWrites(ctx)
+}
+
+// probeMCS lists one ServiceExport (and ServiceImport, where importing).
+func (m *Member) probeMCS(ctx context.Context) error {
 	one := metav1.ListOptions{Limit: 1}
 	var err error
 	if m.alphaExports() {

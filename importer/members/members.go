@@ -51,7 +51,8 @@ type Member struct {
 	MCS     mcsclient.Interface
 	Dynamic dynamic.Interface
 
-	health health
+	health     health
+	writeCheck writeCheck
 	// limiter is the clients' limit when the operator set none (nil
 	// otherwise).
 	limiter *apfLimiter

@@ -287,6 +287,12 @@ func (s *Set) join(ctx context.Context, sl *slot, old *Member) (*Member, error) 
 	if err := ValidateID(m.ID); err != nil {
 		return nil, err
 	}
+	// Everything the caches and the writes need is asked for first: a
+	// refusal of one resource (403) is then reported as what it is, not
+	// as caches that never sync (which looks like a network failure).
+	if err := m.Probe(ctx, s.o.ConnectTimeout); err != nil {
+		return nil, err
+	}
 	if err := s.claim(sl, m.ID); err != nil {
 		return nil, err
 	}

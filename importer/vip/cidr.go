@@ -55,9 +55,15 @@ type CIDR struct {
 	// index holds the claims of every generation in gens and the pending
 	// decisions (source pendingSource).
 	index *claimIndex
-	// gens: the cache generations indexed, with their member's position
-	// (the rank of their claims; this process's decisions come last).
-	gens map[*members.Caches]int
+	// gens: the cache generations indexed, with their member's cluster ID
+	// (the rank of their claims, the same for every importer whatever
+	// its --contexts order; this process's decisions come last).
+	gens map[*members.Caches]string
+	// lastGen is each member's last indexed generation: a member that is
+	// down (no caches) keeps its claims in the index, so that an address
+	// only its imports hold is not handed to another import meanwhile
+	// (which would renumber one of the two when it returns).
+	lastGen map[*members.Member]*members.Caches
 	// swept is when expired pending decisions were last dropped.
 	swept   time.Time
 	pending map[string]Claim // key -> what this process decided, not yet seen in caches
@@ -78,14 +84,15 @@ func NewCIDR(pool *Pool, ms Members) *CIDR {
 	if ms == nil {
 		ms = members.Static(nil)
 	}
-	c := &CIDR{pool: pool, members: ms, now: time.Now, index: newClaimIndex(), gens: map[*members.Caches]int{},
+	c := &CIDR{pool: pool, members: ms, now: time.Now, index: newClaimIndex(), gens: map[*members.Caches]string{},
+		lastGen: map[*members.Member]*members.Caches{},
 		pending: map[string]Claim{}, decided: map[string]time.Time{}, starved: map[string]time.Time{}}
 	c.index.hidden = c.expired
-	c.index.rank = func(src any) int {
+	c.index.rank = func(src any) string {
 		if g, ok := src.(*members.Caches); ok {
 			return c.gens[g]
 		}
-		return len(c.gens)
+		return "\xff" // after every cluster ID (DNS-1123: ASCII)
 	}
 	return c
 }
@@ -103,14 +110,24 @@ func cacheClaim(si *mcsv1beta1.ServiceImport) (Claim, bool) {
 }
 
 // syncGens makes the index's cache sources the members' current cache
-// generations: one not indexed yet (a member that joined, or was listed
-// afresh after it was down) is read whole; one no member has any more is
-// forgotten. Called with mu held.
+// generations (a down member's last one): one not indexed yet (a member
+// that joined, or was listed afresh after it was down) is read whole; one
+// no member has any more is forgotten. Called with mu held.
 func (c *CIDR) syncGens() {
-	current := map[*members.Caches]int{}
+	current := map[*members.Caches]string{}
+	seen := map[*members.Member]bool{}
 	for _, m := range c.members.Members() {
-		if mc := m.Caches(); mc != nil {
-			current[mc] = len(current)
+		mc := m.Caches()
+		if mc == nil {
+			mc = c.lastGen[m] // down: what it held stays claimed
+		}
+		if mc != nil {
+			current[mc], c.lastGen[m], seen[m] = m.ID, mc, true
+		}
+	}
+	for m := range c.lastGen {
+		if !seen[m] {
+			delete(c.lastGen, m) // replaced (joined again)
 		}
 	}
 	for g := range c.gens {
@@ -119,9 +136,9 @@ func (c *CIDR) syncGens() {
 			delete(c.gens, g)
 		}
 	}
-	for g, pos := range current {
+	for g, id := range current {
 		_, indexed := c.gens[g]
-		c.gens[g] = pos
+		c.gens[g] = id
 		if indexed {
 			continue
 		}

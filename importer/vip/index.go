@@ -21,8 +21,8 @@ type claimIndex struct {
 	// past their time, until they are swept).
 	hidden func(src any, key string) bool
 	// rank orders sources, for equally early claims of one import (nil:
-	// all equal).
-	rank func(src any) int
+	// all equal): the smaller rank first.
+	rank func(src any) string
 }
 
 // holder is one source's claim of one import.
@@ -92,12 +92,12 @@ func (x *claimIndex) visible(src any, key string) bool {
 func (x *claimIndex) claimsOf(key string) []Claim {
 	type ranked struct {
 		c    Claim
-		rank int
+		rank string
 	}
 	var found []ranked
 	for src, claims := range x.sources {
 		if c, ok := claims[key]; ok && x.visible(src, key) {
-			r := 0
+			r := ""
 			if x.rank != nil {
 				r = x.rank(src)
 			}

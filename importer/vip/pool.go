@@ -141,7 +141,7 @@ func earlier(a, b Claim) bool {
 // some wanted family had no free address; the others are still returned.
 func (p *Pool) Choose(key string, want []corev1.IPFamily, claims []Claim) (ips []netip.Addr, missing []corev1.IPFamily, err error) {
 	x := newClaimIndex()
-	x.rank = func(src any) int { return src.(int) } // as given
+	x.rank = func(src any) string { return fmt.Sprintf("%08d", src.(int)) } // as given
 	for i, c := range claims {
 		x.take(i, c)
 	}
