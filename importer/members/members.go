@@ -32,7 +32,9 @@ type Member struct {
 	// ID is the cluster ID (ClusterProperty cluster.clusterset.k8s.io, else
 	// the context name).
 	ID string
-	// IDSource says where ID came from ("ClusterProperty" or "context").
+	// IDSource says where ID came from ("ClusterProperty", "context", or
+	// "kept": the ClusterProperty it joined with before is gone, and the
+	// ID it had then is kept).
 	IDSource string
 	// Importing is true when the importer writes imports into this member.
 	Importing bool
@@ -184,6 +186,13 @@ func Reached(err error) bool {
 
 var errNoValue = errors.New("no spec.value")
 
+// Where a member's cluster ID came from (Member.IDSource).
+const (
+	idFromProperty = "ClusterProperty"
+	idFromContext  = "context"
+	idKept         = "kept"
+)
+
 // ClusterID reads the About API ClusterProperty cluster.clusterset.k8s.io
 // with the dynamic client. When the property (or the About API) is absent
 // the ID is fallback (the context name).
@@ -192,7 +201,7 @@ func ClusterID(ctx context.Context, dyn dynamic.Interface, fallback string) (id,
 	switch {
 	case apierrors.IsNotFound(err):
 		// No such property, or no About API at all: both are NotFound.
-		return fallback, "context", nil
+		return fallback, idFromContext, nil
 	case err != nil:
 		return "", "", fmt.Errorf("reading ClusterProperty %s: %w", mcsapi.ClusterIDProperty, err)
 	}
@@ -200,7 +209,7 @@ func ClusterID(ctx context.Context, dyn dynamic.Interface, fallback string) (id,
 	if v == "" {
 		return "", "", fmt.Errorf("ClusterProperty %s: %w", mcsapi.ClusterIDProperty, errNoValue)
 	}
-	return v, "ClusterProperty", nil
+	return v, idFromProperty, nil
 }
 
 func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {

@@ -138,6 +138,9 @@ type slot struct {
 	member *Member
 	// claimedID is the cluster ID of a join in progress (duplicate check).
 	claimedID string
+	// knownID is the cluster ID the member last joined with, and
+	// knownIDSource where it came from (see keepID).
+	knownID, knownIDSource string
 	// reason is why the member cannot be used ("" when it can); netDown
 	// that this is a failure to reach its API (it counts towards a
 	// disruption).
@@ -284,6 +287,7 @@ func (s *Set) join(ctx context.Context, sl *slot, old *Member) (*Member, error) 
 		return nil, err
 	}
 	m.Importing, m.ExportConditions = sl.cfg.Importing, sl.cfg.ExportConditions
+	s.keepID(sl, m)
 	if err := ValidateID(m.ID); err != nil {
 		return nil, err
 	}
@@ -304,6 +308,9 @@ func (s *Set) join(ctx context.Context, sl *slot, old *Member) (*Member, error) 
 	}
 	s.mu.Lock()
 	sl.member, sl.claimedID, sl.reason, sl.netDown, sl.expired = m, "", "", false, false
+	if m.IDSource != idKept {
+		sl.knownID, sl.knownIDSource = m.ID, m.IDSource
+	}
 	s.settle(sl)
 	s.rebuild()
 	s.mu.Unlock()
@@ -325,6 +332,23 @@ func (s *Set) join(ctx context.Context, sl *slot, old *Member) (*Member, error) 
 		old.Stop()
 	}
 	return m, nil
+}
+
+// keepID holds a member's cluster ID when its ClusterProperty has gone
+// since it last joined (an About API CRD reinstalled, say): falling back
+// to the context name would rename the member and rewrite every slice
+// mirrored from it. A ClusterProperty with another value is a rename the
+// operator asked for, and is taken.
+func (s *Set) keepID(sl *slot, m *Member) {
+	s.mu.Lock()
+	known, from := sl.knownID, sl.knownIDSource
+	s.mu.Unlock()
+	if known == "" || known == m.ID || from != idFromProperty || m.IDSource != idFromContext {
+		return
+	}
+	s.o.Log.Warn("the member's ClusterProperty is gone; keeping the cluster ID it had rather than renaming it after its context",
+		"context", sl.cfg.Context, "cluster", known, "property", "cluster.clusterset.k8s.io")
+	m.ID, m.IDSource = known, idKept
 }
 
 // claim reserves cluster ID id for sl, unless another member has it.

@@ -282,3 +282,27 @@ func TestSetDisruptionWithdrawsNothing(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"west=down", "north=down"}, f.step(10*time.Second))
 }
+
+// TestSetKeepsAClusterIDWhoseClusterPropertyWent: a member that joined with
+// a ClusterProperty ID and joins again without one (an About API CRD
+// reinstalled) keeps that ID, not its context name; a ClusterProperty
+// with another value renames it.
+func TestSetKeepsAClusterIDWhoseClusterPropertyWent(t *testing.T) {
+	d := newDecisions(t, 10*time.Second, "east")
+	sl := d.slot("east")
+	sl.knownID, sl.knownIDSource = "east-1", idFromProperty
+
+	m := &Member{Context: "east", ID: "east", IDSource: idFromContext}
+	d.keepID(sl, m)
+	assert.Equal(t, "east-1", m.ID, "kept, not renamed after the context")
+	assert.Equal(t, idKept, m.IDSource)
+
+	m = &Member{Context: "east", ID: "east-2", IDSource: idFromProperty}
+	d.keepID(sl, m)
+	assert.Equal(t, "east-2", m.ID, "a new ClusterProperty value is a rename")
+
+	sl.knownID, sl.knownIDSource = "east", idFromContext
+	m = &Member{Context: "east", ID: "east", IDSource: idFromContext}
+	d.keepID(sl, m)
+	assert.Equal(t, idFromContext, m.IDSource, "never had a ClusterProperty: nothing to keep")
+}
