@@ -81,6 +81,17 @@ soak: tools apt ## Our CoreDNS under dnsperf load while EndpointSlices and Servi
 	@$(RECORD_RUN); trap 'hack/reap.sh' EXIT; MCS_DNS_SOAK_DURATION=$(SOAK_DURATION) MCS_DNS_SOAK_QPS=$(SOAK_QPS) MCS_DNS_SOAK_RACE=0 \
 		$(GO) test -count=1 -timeout 30m -run '^TestSoak$$' -v ./test/soak
 
+CHAOS_MEMBERS ?= 5
+CHAOS_DURATION ?= 10m
+
+.PHONY: chaos
+chaos: tools ## Randomized, seeded faults and workload on CHAOS_MEMBERS (5) real members, two leader-elected importers and a CoreDNS per member for CHAOS_DURATION (10m), invariants checked against a model; CHAOS_SEED replays a run (RELIABILITY.md)
+	@$(RECORD_RUN); trap 'hack/reap.sh' EXIT; \
+		seed=$${CHAOS_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+		echo "chaos: CHAOS_SEED=$$seed CHAOS_MEMBERS=$(CHAOS_MEMBERS) CHAOS_DURATION=$(CHAOS_DURATION)"; \
+		CHAOS_SEED=$$seed CHAOS_MEMBERS=$(CHAOS_MEMBERS) CHAOS_DURATION=$(CHAOS_DURATION) \
+		$(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./test/chaos
+
 .PHONY: demo
 demo: tools apt build ## Three local member clusters, mcs-importer, our CoreDNS per cluster, and dig answers (Ctrl-C stops)
 	@$(RECORD_RUN)
