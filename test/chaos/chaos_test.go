@@ -1071,4 +1071,3 @@ func (w *world) report(converge time.Duration, converged bool) {
 	w.t.Logf("chaos report: seed %d, %d members, %s\n  faults injected: %s\n  workload ops: %s\n  invariant checks: %s\n  convergence after the last fault healed: %s (bound %s)\n  violations: %d\n  replay: %s",
 		w.seed, len(w.members), time.Since(w.began).Round(time.Second), line(w.faults), line(w.ops), line(w.checks), conv, convergeBound, len(w.violations), w.replay)
 }
-
