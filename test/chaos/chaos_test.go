@@ -105,6 +105,7 @@ func TestChaos(t *testing.T) {
 	checkCtx, stopChecks := context.WithCancel(ctx)
 	wg.Go(func() { w.checkLoop(checkCtx) })
 	wg.Go(func() { w.dnsLoop(checkCtx) })
+	wg.Go(func() { w.supervise(checkCtx) })
 	faultCtx, stopFaults := context.WithTimeout(ctx, duration)
 	defer stopFaults()
 	var faults sync.WaitGroup
@@ -198,6 +199,8 @@ type observed struct {
 type replica struct {
 	p    *procs.Process
 	addr string
+	// busy: a fault is stopping or starting it (the supervisor waits).
+	busy bool
 }
 
 func newWorld(t *testing.T, seed uint64, n int) *world {
@@ -280,6 +283,36 @@ func (w *world) startReplica(i int) {
 	w.mu.Lock()
 	w.replicas[i] = &replica{p: p, addr: addr}
 	w.mu.Unlock()
+}
+
+// supervise restarts a replica that exited by itself (a leader that
+// loses its Lease exits, as it should), as a Deployment's kubelet would.
+func (w *world) supervise(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		for i := range w.replicas {
+			w.mu.Lock()
+			r := w.replicas[i]
+			exited := r != nil && !r.busy && r.p.Exited()
+			w.mu.Unlock()
+			if exited {
+				w.fault("replica-exited", "importer replica %d exited by itself; started again", i)
+				w.startReplica(i)
+			}
+		}
+	}
+}
+
+func (w *world) setBusy(i int, busy bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r := w.replicas[i]; r != nil {
+		r.busy = busy
+	}
 }
 
 func (w *world) startImporters() {
@@ -469,6 +502,7 @@ func (w *world) killLeader() {
 	}
 	w.fault("leader-kill", "importer replica %d (the leader) SIGKILLed", l)
 	w.markNewTerm()
+	w.setBusy(l, true)
 	w.mu.Lock()
 	r := w.replicas[l]
 	w.mu.Unlock()
@@ -480,6 +514,7 @@ func (w *world) killLeader() {
 func (w *world) restartReplica(i int) {
 	w.fault("replica-restart", "importer replica %d stopped (SIGTERM) and started", i)
 	w.markNewTerm()
+	w.setBusy(i, true)
 	w.mu.Lock()
 	r := w.replicas[i]
 	w.mu.Unlock()
