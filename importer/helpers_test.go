@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"sort"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
+	"github.com/mcs-dns/mcs-dns/test/netcut"
 )
 
 const (
@@ -174,103 +174,25 @@ func (r *running) quiesce(t *testing.T, quiet time.Duration) map[string]float64 
 	return nil
 }
 
-// proxy is a TCP proxy in front of a member's API server, so a test can
-// make the API unreachable and bring it back at the same address.
-type proxy struct {
-	target string
-	addr   string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]bool
-}
+// proxy is a TCP proxy in front of a member's API server (test/netcut), so
+// a test can make the API unreachable and bring it back at the same address.
+type proxy struct{ *netcut.Proxy }
 
 func startProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := netcut.Start(target)
 	require.NoError(t, err)
-	p := &proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]bool{}}
-	p.serve(ln)
-	t.Cleanup(p.pause)
-	return p
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.pipe(c)
-		}
-	}()
-}
-
-func (p *proxy) track(c net.Conn, on bool) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if on && p.ln == nil {
-		return false
-	}
-	if on {
-		p.conns[c] = true
-	} else {
-		delete(p.conns, c)
-	}
-	return true
-}
-
-func (p *proxy) pipe(c net.Conn) {
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	if !p.track(c, true) || !p.track(up, true) {
-		c.Close()
-		up.Close()
-		return
-	}
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
-	<-done
-	c.Close()
-	up.Close()
-	p.track(c, false)
-	p.track(up, false)
+	t.Cleanup(p.Close)
+	return &proxy{p}
 }
 
 // pause closes the listener and every connection: the API is unreachable.
-func (p *proxy) pause() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-}
+func (p *proxy) pause() { p.Cut() }
 
 // resume listens again at the same address. It may be called from any
 // goroutine, so it reports failure with t.Error.
 func (p *proxy) resume(t *testing.T) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ln, err := net.Listen("tcp", p.addr)
-		if err == nil {
-			p.serve(ln)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("proxy cannot listen at %s again: %v", p.addr, err)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := p.Resume(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -281,7 +203,7 @@ func kubeconfigVia(t *testing.T, set *cluster.Set, proxies map[string]*proxy, ex
 	kc, err := clientcmd.LoadFromFile(set.Kubeconfig)
 	require.NoError(t, err)
 	for name, p := range proxies {
-		kc.Clusters[name].Server = "https://" + p.addr
+		kc.Clusters[name].Server = "https://" + p.Addr()
 	}
 	for name, base := range extra {
 		c := *kc.Contexts[base]
