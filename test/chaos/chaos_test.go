@@ -298,6 +298,9 @@ func (w *world) supervise(ctx context.Context) {
 			w.mu.Lock()
 			r := w.replicas[i]
 			exited := r != nil && !r.busy && r.p.Exited()
+			if exited {
+				r.busy = true // a fault must not start it too
+			}
 			w.mu.Unlock()
 			if exited {
 				w.fault("replica-exited", "importer replica %d exited by itself; started again", i)
@@ -307,12 +310,19 @@ func (w *world) supervise(ctx context.Context) {
 	}
 }
 
-func (w *world) setBusy(i int, busy bool) {
+// claim marks replica i busy for one fault and reports whether it was
+// free. Faults overlap in time, and two of them stopping and starting the
+// same replica at once would each start a process, leaving one running
+// that the test no longer knows of (it would hold the Lease unseen).
+func (w *world) claim(i int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := w.replicas[i]; r != nil {
-		r.busy = busy
+	r := w.replicas[i]
+	if r == nil || r.busy {
+		return false
 	}
+	r.busy = true
+	return true
 }
 
 func (w *world) startImporters() {
@@ -500,9 +510,11 @@ func (w *world) killLeader() {
 	if l < 0 {
 		return
 	}
+	if !w.claim(l) {
+		return
+	}
 	w.fault("leader-kill", "importer replica %d (the leader) SIGKILLed", l)
 	w.markNewTerm()
-	w.setBusy(l, true)
 	w.mu.Lock()
 	r := w.replicas[l]
 	w.mu.Unlock()
@@ -512,9 +524,11 @@ func (w *world) killLeader() {
 }
 
 func (w *world) restartReplica(i int) {
+	if !w.claim(i) {
+		return
+	}
 	w.fault("replica-restart", "importer replica %d stopped (SIGTERM) and started", i)
 	w.markNewTerm()
-	w.setBusy(i, true)
 	w.mu.Lock()
 	r := w.replicas[i]
 	w.mu.Unlock()
