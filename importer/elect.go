@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,4 +165,32 @@ func leaseConfig(o Options) (*rest.Config, string, error) {
 		return nil, "", err
 	}
 	return cfg, "context " + o.Contexts[0], nil
+}
+
+// memberRecord returns the store of the members' states that --member-record
+// names (nil: none), in the cluster the Lease lives in, and that cluster's
+// name for logs and metrics.
+func memberRecord(o Options) (members.RecordStore, string, error) {
+	ns, name := o.LeaderElectNamespace, o.LeaderElectName+"-members"
+	switch o.MemberRecord {
+	case "none":
+		return nil, "", nil
+	case "":
+		if !o.LeaderElect {
+			return nil, "", nil
+		}
+	default:
+		ns, name, _ = strings.Cut(o.MemberRecord, "/")
+	}
+	cfg, where, err := leaseConfig(o)
+	if err != nil {
+		return nil, "", fmt.Errorf("--member-record: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "mcs-importer"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("--member-record (%s): %w", where, err)
+	}
+	return members.ConfigMapStore{Client: client, Namespace: ns, Name: name, Cluster: where}, where, nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mcs-dns/mcs-dns/importer/controller"
 	"github.com/mcs-dns/mcs-dns/importer/members"
@@ -104,6 +105,15 @@ type Options struct {
 	LeaderElectName       string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune the election.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// MemberRecord names the ConfigMap ("namespace/name") that keeps the
+	// members' states for the next process or leader term, in the
+	// cluster the Lease lives in: "" is LeaderElectNamespace/
+	// LeaderElectName-members with LeaderElect and none without; "none"
+	// keeps nothing (every hold then starts with the process).
+	MemberRecord string
+	// MaxDisruption bounds how long a disruption (most members unreachable
+	// at once) stops withdrawals (0: no bound).
+	MaxDisruption time.Duration
 
 	// Log, if set, is used instead of a logger built from LogFormat.
 	Log *slog.Logger
@@ -134,6 +144,7 @@ func DefaultOptions() Options {
 		LeaseDuration:        15 * time.Second,
 		RenewDeadline:        10 * time.Second,
 		RetryPeriod:          2 * time.Second,
+		MaxDisruption:        time.Hour,
 	}
 }
 
@@ -219,6 +230,8 @@ Flags (one or two leading dashes):
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a leader's Lease lasts without renewal: a standby takes over about this long (plus up to two retry periods) after the leader stops renewing")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew before it gives up leading")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "how often candidates try to acquire or renew the Lease")
+	fs.StringVar(&o.MemberRecord, "member-record", o.MemberRecord, "`namespace/name` of the ConfigMap, in the cluster holding the leader Lease, that keeps each member's state (unreachable since, withdrawn, cluster ID) and a disruption's start for the next process or leader term, so that grace periods and --max-disruption run from when a member went away, not from a restart (default: <leader-elect-namespace>/<leader-elect-name>-members with --leader-elect, none without; \"none\": keep nothing)")
+	fs.DurationVar(&o.MaxDisruption, "max-disruption", o.MaxDisruption, "how long a disruption (more than half the members unreachable at once: nothing is withdrawn) may stop withdrawals; after it, grace periods run again and members away longer are withdrawn (0: no bound)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage()
@@ -293,6 +306,15 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("leader election needs 0 < 1.2 x --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
 		}
 	}
+	if o.MaxDisruption < 0 {
+		errs = append(errs, errors.New("--max-disruption must not be negative"))
+	}
+	if o.MemberRecord != "" && o.MemberRecord != "none" {
+		ns, name, ok := strings.Cut(o.MemberRecord, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			errs = append(errs, fmt.Errorf("--member-record must be none or namespace/name of a ConfigMap, not %q", o.MemberRecord))
+		}
+	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", o.LogFormat))
 	}
@@ -342,6 +364,10 @@ func Run(ctx context.Context, o Options) error {
 	// The Set calls the controller, which reads the Set: ctrl is set
 	// before the Set runs.
 	var ctrl *controller.Controller
+	store, storeWhere, err := memberRecord(o)
+	if err != nil {
+		return err
+	}
 	set := members.NewSet(members.SetOptions{
 		Members:        cfgs,
 		ConnectTimeout: o.ConnectTimeout,
@@ -352,7 +378,11 @@ func Run(ctx context.Context, o Options) error {
 		Notify:         func(ev members.Event) { ctrl.Notify(ev) },
 		OnChange:       func(ch members.Change) { ctrl.OnChange(ch) },
 		Log:            log,
+		Store:          store,
+		OnRecordError:  func(error) { ctrl.Metrics().Errors.WithLabelValues(storeWhere, "member record").Inc() },
+		MaxDisruption:  o.MaxDisruption,
 	})
+	reg.MustRegister(newHoldCollector(set))
 	provider, leftovers, err := vip.ForMode(o.vipConfig(), set)
 	if err != nil {
 		return err
@@ -469,10 +499,28 @@ func readiness(working *atomic.Bool, set *members.Set) (bool, string) {
 		if st.Reason != "" {
 			fmt.Fprintf(&b, ": %s", st.Reason)
 		}
+		if !st.WithdrawAt.IsZero() {
+			fmt.Fprintf(&b, "; its last known state is withdrawn at %s unless it is seen again", st.WithdrawAt.UTC().Format(time.RFC3339))
+			if st.HeldSinceEarlier {
+				b.WriteString(" (held since an earlier process or leader term)")
+			}
+		}
 		b.WriteByte('\n')
 		if st.State == members.Up {
 			up++
 		}
+	}
+	if d := set.Disruption(); d.Active {
+		fmt.Fprintf(&b, "disruption since %s: most members cannot be reached at once", d.Since.UTC().Format(time.RFC3339))
+		switch {
+		case d.LimitReached:
+			b.WriteString("; it has lasted --max-disruption, and withdrawals go on")
+		case !d.Until.IsZero():
+			fmt.Fprintf(&b, "; nothing is withdrawn until it ends or until %s (--max-disruption)", d.Until.UTC().Format(time.RFC3339))
+		default:
+			b.WriteString("; nothing is withdrawn until it ends")
+		}
+		b.WriteByte('\n')
 	}
 	switch {
 	case !working.Load():

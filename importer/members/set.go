@@ -40,6 +40,14 @@ type SetOptions struct {
 	// OnChange is told of every state change, outside the Set's locks.
 	OnChange func(Change)
 	Log      *slog.Logger
+	// Store keeps what the Set knows of its members for the next process
+	// or leader term (nil: every hold starts with the process).
+	Store RecordStore
+	// OnRecordError is told of every failure to read or save the Record.
+	OnRecordError func(error)
+	// MaxDisruption bounds how long a disruption stops withdrawals: once
+	// it has lasted this long, grace periods run again (0: no bound).
+	MaxDisruption time.Duration
 	// now is the clock (time.Now; tests of the decisions set it).
 	now func() time.Time
 }
@@ -75,6 +83,25 @@ type Status struct {
 	State   State
 	// Reason says why the member is not Up ("" when it is).
 	Reason string
+	// WithdrawAt is when what came from a member that cannot be used is
+	// withdrawn unless it is seen again (zero when it is Up or already
+	// withdrawn); a disruption moves it on by as long as it lasts (see
+	// Set.Disruption).
+	WithdrawAt time.Time
+	// HeldSinceEarlier: its grace period started in an earlier process
+	// or leader term (restored from the Record).
+	HeldSinceEarlier bool
+}
+
+// Disruption says whether withdrawals are stopped because most members
+// cannot be reached at once.
+type Disruption struct {
+	Active bool
+	Since  time.Time
+	// Until is when withdrawals go on even if it lasts (zero: no bound);
+	// LimitReached once that has passed.
+	Until        time.Time
+	LimitReached bool
 }
 
 // Hold says which cluster IDs' contributions must be left exactly as they
@@ -118,9 +145,13 @@ type Set struct {
 	slots []*slot
 
 	mu sync.Mutex
-	// disrupted since disruptedAt (see decide).
+	// disrupted since disruptedAt (see decide); overLimit: it has lasted
+	// MaxDisruption, and withdrawals go on.
 	disrupted   bool
 	disruptedAt time.Time
+	overLimit   bool
+	// recordDirty asks recordLoop to save the Record.
+	recordDirty chan struct{}
 
 	// joined and hold are rebuilt (under mu) whenever a member joins, is
 	// replaced or gives up being Unknown; read lock-free by the reconcile.
@@ -151,8 +182,10 @@ type slot struct {
 	// expired: never joined, and withdrawn when the hold ran out.
 	expired bool
 	// awaySince is when the grace period of a member never joined
-	// started: the start, moved on by the disruptions since.
-	awaySince time.Time
+	// started: the start (or, restoredAway, when an earlier process saw
+	// it go), moved on by the disruptions since.
+	awaySince    time.Time
+	restoredAway bool
 }
 
 // NewSet returns a Set of the configured members; Run runs it.
@@ -163,7 +196,7 @@ func NewSet(o SetOptions) *Set {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	s := &Set{o: o, unsettled: len(o.Members), settled: make(chan struct{})}
+	s := &Set{o: o, unsettled: len(o.Members), settled: make(chan struct{}), recordDirty: make(chan struct{}, 1)}
 	for _, c := range o.Members {
 		s.slots = append(s.slots, &slot{cfg: c})
 	}
@@ -214,6 +247,9 @@ func (s *Set) status(sl *slot) Status {
 		if st.State == Up {
 			st.Reason = ""
 		}
+		if st.State == Unreachable {
+			st.WithdrawAt = sl.member.unreachableSince().Add(s.o.Grace)
+		}
 	case sl.expired:
 		st.State = Down
 	default:
@@ -221,8 +257,23 @@ func (s *Set) status(sl *slot) Status {
 		if st.Reason == "" {
 			st.Reason = "not reached yet"
 		}
+		st.WithdrawAt, st.HeldSinceEarlier = sl.awaySince.Add(s.o.Grace), sl.restoredAway
 	}
 	return st
+}
+
+// Disruption returns the current disruption, if any.
+func (s *Set) Disruption() Disruption {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.disrupted {
+		return Disruption{}
+	}
+	d := Disruption{Active: true, Since: s.disruptedAt, LimitReached: s.overLimit}
+	if s.o.MaxDisruption > 0 {
+		d.Until = s.disruptedAt.Add(s.o.MaxDisruption)
+	}
+	return d
 }
 
 // Run joins and watches the members until ctx is done; it stops every
@@ -234,6 +285,10 @@ func (s *Set) Run(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
+	if s.o.Store != nil {
+		s.loadRecord(ctx)
+		wg.Go(func() { s.recordLoop(ctx) })
+	}
 	for _, sl := range s.slots {
 		wg.Go(func() { s.runSlot(ctx, sl) })
 	}
@@ -557,9 +612,17 @@ func (s *Set) rejoin(log *slog.Logger, sl *slot, m *Member, change string) {
 // decide ends and starts disruptions and withdraws the members whose
 // grace period has passed.
 func (s *Set) decide() {
+	defer s.markDirty()
 	now := s.o.now()
 	var changes []Change
 	s.mu.Lock()
+	if s.unsettled > 0 {
+		// Until every member has been tried once, what cannot be
+		// reached is not known yet: a disruption would look like a few
+		// members whose grace periods (restored from a Record) passed.
+		s.mu.Unlock()
+		return
+	}
 	// away counts the members the importer cannot reach now, whatever
 	// their state: one withdrawn earlier (Down, or never joined and
 	// expired) that still cannot be reached is as much evidence of a
@@ -581,11 +644,19 @@ func (s *Set) decide() {
 			"away", away, "members", len(s.slots))
 	case !disrupted && s.disrupted:
 		s.disrupted = false
-		s.resume(now)
-		s.o.Log.Info("disruption over; the time it lasted does not count towards any member's grace period",
+		if !s.overLimit {
+			s.resume(now)
+		}
+		s.overLimit = false
+		s.o.Log.Info("disruption over; the time it lasted (up to --max-disruption) does not count towards any member's grace period",
 			"lasted", now.Sub(s.disruptedAt).Round(time.Second), "away", away, "members", len(s.slots))
+	case disrupted && !s.overLimit && s.o.MaxDisruption > 0 && now.Sub(s.disruptedAt) >= s.o.MaxDisruption:
+		s.overLimit = true
+		s.resume(s.disruptedAt.Add(s.o.MaxDisruption))
+		s.o.Log.Warn("the disruption has lasted --max-disruption; grace periods run again and members away longer are withdrawn",
+			"since", s.disruptedAt, "maxDisruption", s.o.MaxDisruption, "away", away, "members", len(s.slots))
 	}
-	if !s.disrupted {
+	if !s.disrupted || s.overLimit {
 		rebuild := false
 		for _, sl := range s.slots {
 			m := sl.member
@@ -629,6 +700,9 @@ func (s *Set) resume(now time.Time) {
 		from := since
 		if s.disruptedAt.After(from) {
 			from = s.disruptedAt
+		}
+		if !now.After(from) {
+			return since
 		}
 		return since.Add(now.Sub(from))
 	}

@@ -55,7 +55,8 @@ func (d *decisions) joined(name string) *Member {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	sl := d.slot(name)
-	sl.member, sl.attempted = m, true
+	sl.member = m
+	d.settle(sl)
 	d.rebuild()
 	return m
 }
@@ -63,7 +64,10 @@ func (d *decisions) joined(name string) *Member {
 // away makes a never-joined member's attempts fail to reach it.
 func (d *decisions) away(name string) {
 	sl := d.slot(name)
-	sl.attempted, sl.netDown, sl.reason = true, true, "unreachable: connection refused"
+	sl.netDown, sl.reason = true, "unreachable: connection refused"
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.settle(sl)
 }
 
 // cut makes a joined member Unreachable (network) now.
@@ -305,4 +309,119 @@ func TestSetKeepsAClusterIDWhoseClusterPropertyWent(t *testing.T) {
 	m = &Member{Context: "east", ID: "east", IDSource: idFromContext}
 	d.keepID(sl, m)
 	assert.Equal(t, idFromContext, m.IDSource, "never had a ClusterProperty: nothing to keep")
+}
+
+// restored is a Set of the named members, none joined, that took rec in
+// at its start (as Run does with a Record an earlier process saved).
+func restored(t *testing.T, grace time.Duration, rec Record, names ...string) *decisions {
+	d := newDecisions(t, grace, names...)
+	d.restore(rec, d.now)
+	return d
+}
+
+func TestSetGoesOnFromARecord(t *testing.T) {
+	start := time.Unix(1000, 0)
+	rec := Record{Members: map[string]RecordedMember{
+		"east":  {Cluster: "east", IDSource: idFromProperty, State: "up", Since: start.Add(-time.Hour)},
+		"west":  {Cluster: "west", IDSource: idFromProperty, State: "unreachable", Since: start.Add(-15 * time.Second)},
+		"north": {Cluster: "north", IDSource: idFromProperty, State: "down", Since: start.Add(-time.Minute)},
+	}}
+	d := restored(t, 20*time.Second, rec, "east", "west", "north", "south")
+	assert.Equal(t, Down, d.state("north"), "withdrawn by an earlier process: not held again")
+	assert.Equal(t, Unknown, d.state("west"))
+	st := d.Statuses()[1]
+	assert.Equal(t, start.Add(5*time.Second), st.WithdrawAt, "the grace period runs from when west went away, not from this start")
+	assert.True(t, st.HeldSinceEarlier)
+	d.joined("east")
+	d.joined("south")
+	d.away("west")
+	d.away("north")
+	assert.True(t, d.Hold().Holds("west"))
+	assert.Empty(t, d.step(4*time.Second), "15 s + 4 s away: within the grace period")
+	assert.Equal(t, []string{"west=down"}, d.step(time.Second), "20 s since it went away, however many processes ago")
+	assert.False(t, d.Hold().Active())
+
+	// What this Set would save is what it goes on from.
+	d.mu.Lock()
+	again := d.record()
+	d.mu.Unlock()
+	assert.Equal(t, "down", again.Members["west"].State)
+	assert.Equal(t, "down", again.Members["north"].State)
+	assert.Equal(t, "up", again.Members["east"].State)
+	assert.Equal(t, "east", again.Members["east"].Cluster)
+}
+
+func TestSetKeepsARecordedClusterIDAcrossRestarts(t *testing.T) {
+	rec := Record{Members: map[string]RecordedMember{
+		"ctx-west": {Cluster: "west", IDSource: idFromProperty, State: "up", Since: time.Unix(1, 0)},
+	}}
+	d := restored(t, 20*time.Second, rec, "ctx-west")
+	m := &Member{Context: "ctx-west", ID: "ctx-west", IDSource: idFromContext}
+	d.keepID(d.slot("ctx-west"), m)
+	assert.Equal(t, "west", m.ID, "the ClusterProperty went while no process ran: the recorded ID is kept, not the context's")
+	assert.Equal(t, idKept, m.IDSource)
+}
+
+func TestSetDisruptionIsBounded(t *testing.T) {
+	d := newDecisions(t, 20*time.Second, "east", "west", "north")
+	d.MaxDisruptionForTest(60 * time.Second)
+	d.joined("east")
+	d.joined("west")
+	d.joined("north")
+	d.cut("west")
+	d.cut("north")
+	assert.Empty(t, d.step(time.Second), "two of three away: disrupted")
+	assert.True(t, d.Disruption().Active)
+	for range 5 {
+		assert.Empty(t, d.step(10*time.Second), "within --max-disruption: no withdrawal")
+	}
+	assert.Empty(t, d.step(10*time.Second), "the limit is reached: grace periods run again from here")
+	assert.True(t, d.Disruption().LimitReached)
+	assert.Equal(t, time.Unix(1000+80, 0), d.Statuses()[1].WithdrawAt, "away 1 s before the disruption, then 60 s of it paused")
+	assert.Empty(t, d.step(18*time.Second))
+	assert.ElementsMatch(t, []string{"west=down", "north=down"}, d.step(time.Second), "withdrawn although the disruption lasts")
+
+	// The record says the limit was reached: a next process does not
+	// pause the grace periods a second time.
+	d.mu.Lock()
+	rec := d.record()
+	d.mu.Unlock()
+	require.NotNil(t, rec.DisruptedSince)
+	assert.True(t, rec.LimitReached)
+}
+
+func TestSetDisruptionGoesOnAcrossRestarts(t *testing.T) {
+	start := time.Unix(1000, 0)
+	began := start.Add(-50 * time.Second)
+	rec := Record{
+		Members: map[string]RecordedMember{
+			"east":  {Cluster: "east", IDSource: idFromProperty, State: "up", Since: start.Add(-time.Hour)},
+			"west":  {Cluster: "west", IDSource: idFromProperty, State: "unreachable", Since: began.Add(-5 * time.Second)},
+			"north": {Cluster: "north", IDSource: idFromProperty, State: "unreachable", Since: began.Add(-5 * time.Second)},
+		},
+		DisruptedSince: &began,
+	}
+	d := restored(t, 20*time.Second, rec, "east", "west", "north")
+	d.MaxDisruptionForTest(60 * time.Second)
+	d.joined("east")
+	d.away("west")
+	d.away("north")
+	assert.Empty(t, d.step(time.Second), "still disrupted")
+	assert.Equal(t, began, d.Disruption().Since, "the disruption began before this process")
+	assert.Empty(t, d.step(9*time.Second), "60 s since it began: the limit, counted from then")
+	assert.True(t, d.Disruption().LimitReached)
+	assert.Empty(t, d.step(14*time.Second), "5 s before the disruption + 14 s after the limit")
+	assert.ElementsMatch(t, []string{"west=down", "north=down"}, d.step(time.Second))
+}
+
+func TestSetDecidesNothingBeforeEveryMemberWasTried(t *testing.T) {
+	start := time.Unix(1000, 0)
+	rec := Record{Members: map[string]RecordedMember{
+		"west": {Cluster: "west", State: "unreachable", Since: start.Add(-time.Minute)},
+	}}
+	d := restored(t, 20*time.Second, rec, "east", "west")
+	d.joined("east")
+	assert.Empty(t, d.step(time.Second), "west's first attempt has not ended: it may be about to join")
+	d.away("west")
+	assert.Equal(t, []string{"west=down"}, d.step(time.Second))
 }
