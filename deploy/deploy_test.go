@@ -201,6 +201,12 @@ func tokenKubeconfig(t *testing.T, set *cluster.Set, sa string) string {
 // resource (SelfSubjectAccessReview, as that identity).
 func can(t *testing.T, kubeconfig, kubeContext, verb, group, resource string) bool {
 	t.Helper()
+	return canOn(t, kubeconfig, kubeContext, verb, group, resource, "", "")
+}
+
+// canOn is can for one object (name) in one namespace; "" means any.
+func canOn(t *testing.T, kubeconfig, kubeContext, verb, group, resource, ns, name string) bool {
+	t.Helper()
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
 		&clientcmd.ConfigOverrides{CurrentContext: kubeContext}).ClientConfig()
@@ -211,7 +217,7 @@ func can(t *testing.T, kubeconfig, kubeContext, verb, group, resource string) bo
 	defer cancel()
 	r, err := kc.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Verb: verb, Group: group, Resource: resource}},
+			Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return r.Status.Allowed
@@ -309,6 +315,11 @@ func TestImporterRBAC(t *testing.T) {
 	} {
 		require.False(t, can(t, kubeconfig, "east", denied[0], denied[1], denied[2]), "the importer may %v", denied)
 	}
+	// Next to its Lease it keeps its member record, and touches no other
+	// ConfigMap there.
+	require.True(t, canOn(t, kubeconfig, "east", "update", "", "configmaps", namespace, "mcs-importer-members"))
+	require.False(t, canOn(t, kubeconfig, "east", "update", "", "configmaps", namespace, "coredns"))
+	require.False(t, canOn(t, kubeconfig, "east", "get", "", "configmaps", namespace, "coredns"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -334,5 +345,9 @@ func TestImporterRBAC(t *testing.T) {
 		e, err := east.MCS.MulticlusterV1beta1().ServiceExports("shop").Get(ctx, "cart", metav1.GetOptions{})
 		return err == nil && len(e.Status.Conditions) >= 3
 	}, 60*time.Second, 200*time.Millisecond, "the importer with the shipped role never imported:\n%s", imp.Output())
+	require.Eventually(t, func() bool {
+		cm, err := east.Kube.CoreV1().ConfigMaps(namespace).Get(ctx, "mcs-importer-members", metav1.GetOptions{})
+		return err == nil && strings.Contains(cm.Data["members.json"], `"west"`)
+	}, 30*time.Second, 200*time.Millisecond, "the importer never wrote its member record:\n%s", imp.Output())
 	require.NotContains(t, strings.ToLower(imp.Output()), "forbidden")
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -417,10 +418,23 @@ func TestRestartWithMemberAway(t *testing.T) {
 	quiesceProc(t, first)
 	require.NoError(t, first.Stop())
 	liveOnly := []*cluster.Cluster{east, west}
+	// What came from north: its import, the shared import, and north's
+	// slices in it (east's slices of the shared import are east's to say).
+	fromNorth := map[string]bool{}
+	for _, c := range liveOnly {
+		ss, err := mirrored(c, ns, "shared")
+		require.NoError(t, err)
+		for _, s := range ss {
+			if s.Labels[mcsapi.LabelSourceCluster] == "north" {
+				fromNorth[c.Name+"/EndpointSlice/"+s.Name] = true
+			}
+		}
+	}
+	require.Len(t, fromNorth, 2)
 	held := func(st map[string]string) map[string]string {
 		out := map[string]string{}
 		for k, v := range st {
-			if strings.Contains(k, "from-north") || strings.Contains(k, "shared") {
+			if strings.Contains(k, "from-north") || strings.HasSuffix(k, "/ServiceImport/shared") || fromNorth[k] {
 				out[k] = v
 			}
 		}
@@ -437,6 +451,10 @@ func TestRestartWithMemberAway(t *testing.T) {
 	// A live member's own import is reconciled while north is unknown.
 	putSlice(t, east, ns, "from-east", "from-east-1", ep{ip: "10.74.0.9", ready: true})
 	waitEndpoints(t, liveOnly, ns, "from-east", map[string][]string{"east": {"10.74.0.9"}})
+	// So are a live member's endpoints in an import north may have a
+	// say in (held as it is): east's endpoint stops being ready.
+	putSlice(t, east, ns, "shared", "shared-1", ep{ip: "10.74.0.2", ready: false})
+	waitEndpoints(t, liveOnly, ns, "shared", map[string][]string{"north": {"10.74.2.2"}, "east": {"10.74.0.2(unready)"}})
 	time.Sleep(3 * time.Second)
 	assert.Equal(t, before, held(objectsState(t, liveOnly, ns)), "what may have come from north changed while it was unknown")
 	assert.Equal(t, "unknown", second.state("north"))
@@ -450,7 +468,7 @@ func TestRestartWithMemberAway(t *testing.T) {
 	started := time.Now()
 	third := startImporterProc(t, "importer-3", append(args, "--endpoint-grace-period", "5s")...)
 	waitNoImport(t, liveOnly, ns, "from-north")
-	waitEndpoints(t, liveOnly, ns, "shared", map[string][]string{"east": {"10.74.0.2"}})
+	waitEndpoints(t, liveOnly, ns, "shared", map[string][]string{"east": {"10.74.0.2(unready)"}})
 	t.Logf("measured: withdrawn %s after a start-up with north away (grace 5s)", time.Since(started).Round(time.Millisecond))
 	assert.GreaterOrEqual(t, time.Since(started), 5*time.Second)
 	assert.Equal(t, 1, strings.Count(third.Output(), "not seen within the grace period since the start"))
@@ -498,4 +516,74 @@ func TestMemberAPIServerRestart(t *testing.T) {
 		assert.Equal(t, v, after[k], "%s rewritten after east came back", k)
 	}
 	assert.NotContains(t, p.Output(), "withdrawn after the grace period")
+}
+
+// withdrawAt is when p withdraws context's last known state, from
+// mcs_importer_member_withdraw_at_timestamp_seconds (zero when absent).
+func (p *importerProc) withdrawAt(context string) time.Time {
+	for labels, v := range p.metrics("mcs_importer_member_withdraw_at_timestamp_seconds") {
+		if strings.Contains(labels, `context="`+context+`"`) {
+			return time.UnixMilli(int64(math.Round(v * 1e3)))
+		}
+	}
+	return time.Time{}
+}
+
+// A member that went away before a leader handover is withdrawn when the
+// first leader would have withdrawn it: the new leader reads the member
+// record next to the Lease and resumes the grace period where it was, it
+// does not start it again.
+func TestHandoverKeepsTheGracePeriod(t *testing.T) {
+	t.Parallel()
+	set, proxies, kubeconfig := proxiedSet(t, "east", "west", "north")
+	east, west, north := set.Get("east"), set.Get("west"), set.Get("north")
+	ns := "handover-grace"
+	mkNamespace(t, ns, set.Clusters...)
+	exportIn(t, north, ns, "from-north", "10.75.2.1")
+	const grace = 20 * time.Second
+	args := []string{"--kubeconfig", kubeconfig, "--contexts", "east,west,north", "--health-probe-interval", "200ms",
+		"--endpoint-grace-period", grace.String(), "--vip-mode", "none",
+		"--leader-elect", "--leader-elect-kubeconfig", set.Kubeconfig, "--leader-elect-context", "east",
+		"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
+	a := startImporterProc(t, "importer-a", args...)
+	b := startImporterProc(t, "importer-b", args...)
+	leader, standby := a, b
+	if l, _ := whoLeads(t, a.Process, b.Process); l == b.Process {
+		leader, standby = b, a
+	}
+	waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "from-north", map[string][]string{"north": {"10.75.2.1"}})
+
+	cut := time.Now()
+	proxies["north"].pause()
+	var due time.Time
+	require.Eventually(t, func() bool { due = leader.withdrawAt("north"); return !due.IsZero() }, waitFor, tick,
+		"the leader never said when it withdraws north:\n%s", leader.Output())
+	assert.WithinDuration(t, cut.Add(grace), due, 5*time.Second)
+	// The record next to the Lease says so before the handover.
+	require.Eventually(t, func() bool {
+		cm, err := east.Kube.CoreV1().ConfigMaps("kube-system").Get(bg(), "mcs-importer-members", metav1.GetOptions{})
+		return err == nil && strings.Contains(cm.Data["members.json"], `"north":{"cluster":"north","idSource":`) &&
+			regexp.MustCompile(`"north":\{[^}]*"state":"unreachable"`).MatchString(cm.Data["members.json"])
+	}, waitFor, tick, "the leader never recorded north as unreachable:\n%s", leader.Output())
+	leader.Kill()
+	require.Eventually(t, func() bool { return strings.Contains(standby.Output(), "msg=leading") }, waitFor, tick)
+	require.Eventually(t, func() bool { return !standby.withdrawAt("north").IsZero() }, waitFor, tick,
+		"the new leader never said when it withdraws north:\n%s", standby.Output())
+	assert.Equal(t, due, standby.withdrawAt("north"), "the new leader started north's grace period again:\n%s", standby.Output())
+	_, body, err := standby.get("/readyz")
+	require.NoError(t, err)
+	assert.Contains(t, body, "held since an earlier process or leader term")
+	t.Logf("measured: the new leader led %s after north was cut, withdraws it %s after the cut",
+		time.Since(cut).Round(time.Millisecond), due.Sub(cut).Round(time.Millisecond))
+
+	waitNoImport(t, []*cluster.Cluster{east, west}, ns, "from-north")
+	withdrawn := time.Now()
+	t.Logf("measured: withdrawn %s after the cut (grace %s, first leader's deadline %s after the cut)",
+		withdrawn.Sub(cut).Round(time.Millisecond), grace, due.Sub(cut).Round(time.Millisecond))
+	assert.False(t, withdrawn.Before(due), "withdrawn before the deadline")
+	// A new term that started the grace period again would withdraw at
+	// takeover + grace, several seconds later.
+	assert.WithinDuration(t, due, withdrawn, 3*time.Second, "withdrawn late: the grace period was started again")
+	proxies["north"].resume(t)
+	waitEndpoints(t, set.Clusters, ns, "from-north", map[string][]string{"north": {"10.75.2.1"}})
 }

@@ -159,6 +159,12 @@ func SliceUpToDate(desired, actual *discoveryv1.EndpointSlice) bool {
 		equality.Semantic.DeepEqual(normPorts(desired.Ports), normPorts(actual.Ports))
 }
 
+// EndpointsUpToDate reports whether actual lists desired's endpoints (the
+// rest of the slice aside).
+func EndpointsUpToDate(desired, actual *discoveryv1.EndpointSlice) bool {
+	return equality.Semantic.DeepEqual(normEndpoints(desired.Endpoints), normEndpoints(actual.Endpoints))
+}
+
 func normEndpoints(in []discoveryv1.Endpoint) []discoveryv1.Endpoint {
 	if len(in) == 0 {
 		return nil

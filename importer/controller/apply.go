@@ -69,10 +69,16 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 	frozenKey := m.ID + "/" + key(ns, name)
 	if h := c.set.Hold(); h.Active() && holds(h, v, ns, name, cur) {
 		// Some of it may have come from a member not seen since the
-		// start: left exactly as it is (import, VIP, slices, status)
-		// until that member joins or the grace period has passed.
+		// start: the import (VIP, ports, status) and that member's
+		// slices are left exactly as they are until it joins or its
+		// grace period has passed. The members seen meanwhile say what
+		// their own endpoints are.
 		c.frozen.Insert(frozenKey)
-		return importOutcome{present: cur != nil}, nil
+		var live []*discoveryv1.EndpointSlice
+		if res.Import != nil && active {
+			live = res.Slices
+		}
+		return importOutcome{present: cur != nil}, c.refreshSeenEndpoints(ctx, v, ns, name, h, live)
 	}
 	c.frozen.Delete(frozenKey)
 	// Names held by others (a derived Service's, a mirrored slice's) are
@@ -306,6 +312,67 @@ func holds(h members.Hold, v view, ns, name string, cur *mcsv1beta1.ServiceImpor
 		}
 	}
 	return false
+}
+
+// refreshSeenEndpoints brings the mirrored slices of ns/name that come
+// from clusters h does not hold to the endpoints of desired (the slices
+// the import would have), while the import itself is held: a seen
+// member's endpoint that stops being ready, or goes, stops being served
+// then, not when the hold ends. Only endpoints change (labels and ports
+// follow the held import); a slice a seen member no longer has is
+// deleted; a new one waits for the hold to end, as the import's ports do.
+func (c *Controller) refreshSeenEndpoints(ctx context.Context, v view, ns, name string, h members.Hold, desired []*discoveryv1.EndpointSlice) error {
+	m := v.m
+	client := m.Kube.DiscoveryV1().EndpointSlices(ns)
+	want := map[string]*discoveryv1.EndpointSlice{}
+	for _, d := range desired {
+		want[d.Name] = d
+	}
+	var errs []error
+	for _, a := range v.c.MirroredSlices(ns, name) {
+		if h.Holds(a.Labels[mcsapi.LabelSourceCluster]) || !members.Owned(a) {
+			continue
+		}
+		d := want[a.Name]
+		if d == nil || d.AddressType != a.AddressType {
+			err := client.Delete(ctx, a.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &a.UID}})
+			c.wrote(m, kindSlice, "delete", ns, a.Name, err)
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				c.failed(m, "delete EndpointSlice")
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if aggregate.EndpointsUpToDate(d, a) {
+			continue
+		}
+		cur := a
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if aggregate.EndpointsUpToDate(d, cur) {
+				return nil
+			}
+			upd := cur.DeepCopy()
+			upd.Endpoints = d.Endpoints
+			_, err := client.Update(ctx, upd, metav1.UpdateOptions{})
+			c.wrote(m, kindSlice, "update", ns, a.Name, err)
+			if apierrors.IsConflict(err) {
+				if live, gerr := client.Get(ctx, a.Name, metav1.GetOptions{}); gerr == nil {
+					if !members.Owned(live) {
+						return errForeign
+					}
+					cur = live
+				}
+			}
+			return err
+		})
+		switch {
+		case errors.Is(err, errForeign):
+		case err != nil:
+			c.failed(m, "update EndpointSlice")
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 var errForeign = errors.New("object is not managed by mcs-importer")
