@@ -48,6 +48,9 @@ const (
 	// address ready CoreDNS may still answer it (the importer's hold of
 	// a member it has not seen since it started, plus its reaction).
 	sourceStaleness = grace + settle + dnsStaleness
+	// noticeDisruption: how long after most members are cut the
+	// importer has noticed (a probe's timeout, 5 s, and the next probes).
+	noticeDisruption = 5*time.Second + 3*probeInterval
 	// maxDisruption: how long a disruption (most members away) stops
 	// withdrawals (--max-disruption); after it, members away longer
 	// than the grace period are withdrawn.
@@ -182,6 +185,23 @@ type world struct {
 	// went away (their caches lag the readings).
 	readyWhileReachable map[string]map[string]map[string]time.Time
 	lastReach           map[string]time.Time
+	// reachedUntil: for each member, lastReach before its latest return.
+	reachedUntil []time.Time
+	// reachable: each member's stretches of readings in which the
+	// importers could reach it; upheaval: when a leader term may have
+	// changed or a disruption began (after which a new leader may hold
+	// what it has not seen, stale where it was stale, across a
+	// disruption); listedBy: which member last listed each address of
+	// each key ready.
+	reachable [][]span
+	upheaval  []time.Time
+	listedBy  map[string]map[string]int
+}
+
+// span is a stretch of time; to is the last reading in it.
+type span struct {
+	from, to time.Time
+	open     bool
 }
 
 type observed struct {
@@ -211,6 +231,8 @@ func newWorld(t *testing.T, seed uint64, n int) *world {
 	w.members = set.Clusters
 	w.direct = set.Kubeconfig
 	w.cuts, w.apiDown, w.apiAway, w.seenFrom = make([]int, n), make([]bool, n), make([]bool, n), make([]time.Time, n)
+	w.reachedUntil = make([]time.Time, n)
+	w.reachable, w.listedBy = make([][]span, n), map[string]map[string]int{}
 	kc, err := clientcmd.LoadFromFile(set.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -298,6 +320,7 @@ func (w *world) supervise(ctx context.Context) {
 			w.mu.Unlock()
 			if exited {
 				w.fault("replica-exited", "importer replica %d exited by itself; started again", i)
+				w.markUpheaval()
 				w.startReplica(i)
 			}
 		}
@@ -449,9 +472,74 @@ func (w *world) cut(kind string, idx []int, d time.Duration) {
 			if err := w.proxies[i].Resume(); err != nil {
 				w.t.Error(err)
 			}
-			w.seenFrom[i] = time.Now()
+			w.back(i)
 		}
 	}
+}
+
+// upheavalSince reports whether a leader term may have changed or a
+// disruption began after t (under mu).
+func (w *world) upheavalSince(t time.Time) bool {
+	return len(w.upheaval) > 0 && w.upheaval[len(w.upheaval)-1].After(t)
+}
+
+// markUpheaval notes that a leader term may change, or a disruption
+// began, now.
+func (w *world) markUpheaval() {
+	w.mu.Lock()
+	w.upheaval = append(w.upheaval, time.Now())
+	w.mu.Unlock()
+}
+
+// flushedSince reports whether, since t, the importers had a quiet
+// window with both member i (answering) and member j (the source) in
+// reach for settle plus dnsStaleness, no leader change or disruption
+// start within it (under mu): a stale endpoint left in i is rewritten in
+// such a window at the latest.
+func (w *world) flushedSince(i, j int, t time.Time) bool {
+	need := settle + dnsStaleness
+	for _, a := range w.reachable[i] {
+		for _, b := range w.reachable[j] {
+			from, to := maxTime(a.from, b.from, t), minTime(a.to, b.to)
+			for _, u := range w.upheaval {
+				switch {
+				case u.After(to) || u.Add(10*time.Second).Before(from):
+				case u.Sub(from) > need:
+					to = u
+				default:
+					from = maxTime(from, u.Add(10*time.Second))
+				}
+			}
+			if to.Sub(from) > need {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func maxTime(ts ...time.Time) time.Time {
+	out := ts[0]
+	for _, t := range ts[1:] {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// back notes that member i can be reached again (under mu): seen from
+// now, after what the importers last wrote there while they could.
+func (w *world) back(i int) {
+	w.seenFrom[i] = time.Now()
+	w.reachedUntil[i] = w.lastReach[w.members[i].Name]
 }
 
 func (w *world) restartAPIServer(i int, d time.Duration) {
@@ -480,12 +568,7 @@ func (w *world) restartAPIServer(i int, d time.Duration) {
 	}
 	w.mu.Lock()
 	w.apiDown[i] = false
-	w.seenFrom[i] = time.Now()
-	w.mu.Unlock()
-}
-
-func (w *world) markNewTerm() {
-	w.mu.Lock()
+	w.back(i)
 	w.mu.Unlock()
 }
 
@@ -494,7 +577,7 @@ func (w *world) setAPIAway(i int, away bool) {
 	defer w.mu.Unlock()
 	w.apiAway[i] = away
 	if !away {
-		w.seenFrom[i] = time.Now()
+		w.back(i)
 	}
 }
 
@@ -507,7 +590,7 @@ func (w *world) killLeader() {
 		return
 	}
 	w.fault("leader-kill", "importer replica %d (the leader) SIGKILLed", l)
-	w.markNewTerm()
+	w.markUpheaval()
 	w.mu.Lock()
 	r := w.replicas[l]
 	w.mu.Unlock()
@@ -521,7 +604,7 @@ func (w *world) restartReplica(i int) {
 		return
 	}
 	w.fault("replica-restart", "importer replica %d stopped (SIGTERM) and started", i)
-	w.markNewTerm()
+	w.markUpheaval()
 	w.mu.Lock()
 	r := w.replicas[i]
 	w.mu.Unlock()
@@ -885,6 +968,7 @@ func (w *world) checkLoop(ctx context.Context) {
 		if cur.away*2 > len(w.members) {
 			if disruptedSince.IsZero() || (!disruptedUntil.IsZero() && cur.at.Sub(disruptedUntil) > settle) {
 				disruptedSince = cur.at
+				w.markUpheaval()
 			}
 			disruptedUntil = time.Time{}
 		} else if !disruptedSince.IsZero() && disruptedUntil.IsZero() {
@@ -893,10 +977,12 @@ func (w *world) checkLoop(ctx context.Context) {
 		inDisruption := !disruptedSince.IsZero() && disruptedUntil.IsZero()
 		if prev.members != nil {
 			w.checkStable(prev, cur)
-			// The importer notices a disruption within a few probes:
-			// both readings must be well into it, and within the
-			// time it stops withdrawals.
-			if inDisruption && prev.at.Sub(disruptedSince) > 5*time.Second && cur.at.Sub(disruptedSince) < maxDisruption {
+			// The importer counts a cut member as unreachable when a
+			// probe times out (at least 5 s) and the next
+			// decision runs: both readings must be past that (a member
+			// whose grace period ends before may be withdrawn, rightly),
+			// and within the time a disruption stops withdrawals.
+			if inDisruption && prev.at.Sub(disruptedSince) > noticeDisruption && cur.at.Sub(disruptedSince) < maxDisruption {
 				w.checkNothingWithdrawn(prev, cur)
 			}
 		}
@@ -970,6 +1056,17 @@ func (w *world) checkNothingWithdrawn(prev, cur view) {
 func (w *world) record(v view) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for i := range w.members {
+		st := w.reachable[i]
+		switch {
+		case v.reach[i] && len(st) > 0 && st[len(st)-1].open:
+			st[len(st)-1].to = v.at
+		case v.reach[i]:
+			w.reachable[i] = append(st, span{from: v.at, to: v.at, open: true})
+		case len(st) > 0:
+			st[len(st)-1].open = false
+		}
+	}
 	for i, m := range v.members {
 		if m == nil {
 			continue
@@ -1000,9 +1097,11 @@ func (w *world) record(v view) {
 		for k, srcs := range m.sources {
 			if w.sourceReady[k] == nil {
 				w.sourceReady[k] = map[string]time.Time{}
+				w.listedBy[k] = map[string]int{}
 			}
 			for _, a := range readyAddresses(srcs) {
 				w.sourceReady[k][a] = v.at
+				w.listedBy[k][a] = i
 			}
 		}
 	}
@@ -1083,6 +1182,15 @@ func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, res
 			}
 		}
 	}
+	// This member itself away from the importers, or just back: what
+	// they last wrote there while they could.
+	awayHere, wroteUntil := false, time.Time{}
+	switch {
+	case w.cuts[i] > 0 || w.apiDown[i]:
+		awayHere, wroteUntil = true, w.lastReach[id]
+	case now.Sub(w.seenFrom[i]) <= settle:
+		awayHere, wroteUntil = true, w.reachedUntil[i]
+	}
 	var unlisted []string
 	for _, a := range got {
 		if strings.HasPrefix(a, "10.96.") {
@@ -1093,6 +1201,19 @@ func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, res
 		// state served for up to the grace period: the bound is that
 		// long.
 		if t, ok := w.sourceReady[k][a]; ok && now.Sub(t) <= sourceStaleness {
+			continue
+		}
+		// This member itself cut off from the importers (or just seen
+		// again): its objects, and so its CoreDNS, say what the
+		// importers last wrote there while they could.
+		if t, ok := w.sourceReady[k][a]; ok && awayHere && wroteUntil.Sub(t) <= sourceStaleness {
+			continue
+		}
+		// Left stale by a write that could not be made, then held by a
+		// new leader that has not seen its source yet, or through a
+		// disruption: served until the importers could see both ends
+		// for a while, which they have not since.
+		if t, ok := w.sourceReady[k][a]; ok && w.upheavalSince(t) && !w.flushedSince(i, w.listedBy[k][a], t) {
 			continue
 		}
 		// Listed by a member the importers cannot see (or have just seen
@@ -1146,7 +1267,15 @@ func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, res
 		unlisted = still
 	}
 	if len(unlisted) > 0 {
-		w.violate("dns-unlisted", fmt.Sprintf("%s answered %v, which no exporting member listed ready", qname, unlisted))
+		w.mu.Lock()
+		last := map[string]string{}
+		for _, a := range unlisted {
+			if t, ok := w.sourceReady[k][a]; ok {
+				last[a] = fmt.Sprintf("%.1fs", t.Sub(w.began).Seconds())
+			}
+		}
+		w.mu.Unlock()
+		w.violate("dns-unlisted", fmt.Sprintf("%s answered %v in %s, which no exporting member listed ready (last listed ready at %v)", qname, unlisted, w.members[i].Name, last))
 	}
 }
 
