@@ -113,6 +113,16 @@ type Hold struct {
 	known map[string]bool // nil: nothing is held
 }
 
+// HoldAllBut is the Hold while some member has not been seen: the
+// contributions of every cluster but the joined ones are held.
+func HoldAllBut(joined ...string) Hold {
+	h := Hold{known: make(map[string]bool, len(joined))}
+	for _, id := range joined {
+		h.known[id] = true
+	}
+	return h
+}
+
 // Active reports whether anything is held.
 func (h Hold) Active() bool { return h.known != nil }
 
@@ -463,10 +473,11 @@ func (s *Set) rebuild() {
 	s.joined.Store(&joined)
 	h := Hold{}
 	if holding {
-		h.known = map[string]bool{}
-		for _, m := range joined {
-			h.known[m.ID] = true
+		ids := make([]string, len(joined))
+		for i, m := range joined {
+			ids[i] = m.ID
 		}
+		h = HoldAllBut(ids...)
 	}
 	s.hold.Store(&h)
 }

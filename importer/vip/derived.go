@@ -14,11 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/write"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -329,47 +329,54 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			return Assignment{}, err
 		}
 	}
-	if want.Spec.IPFamilyPolicy != nil && singleStack(want) != singleStack(cur) {
+	ops := write.Ops[*corev1.Service]{
+		Get: func(ctx context.Context) (*corev1.Service, error) { return api.Get(ctx, name, metav1.GetOptions{}) },
+		Owned: func(svc *corev1.Service) bool {
+			return OwnedService(svc) && svc.Labels[mcsapi.LabelDerivedFor] == desired.Name
+		},
+		Wrote: func(verb string, err error) { d.report(m, verb, desired.Namespace, name, err) },
+	}
+	if want.Spec.IPFamilyPolicy != nil {
 		// Single-stack <-> dual-stack: the policy and the families may
 		// change in place (the primary VIP stays). PreferDualStack and
 		// RequireDualStack count as one: a Service someone (or an
 		// admission policy) made RequireDualStack is left so, not
 		// rewritten on every pass.
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			latest, err := api.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			latest.Spec.IPFamilyPolicy = want.Spec.IPFamilyPolicy
+		ops.UpToDate = func(svc *corev1.Service) bool { return singleStack(want) == singleStack(svc) }
+		ops.Update = func(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
+			upd := svc.DeepCopy()
+			upd.Spec.IPFamilyPolicy = want.Spec.IPFamilyPolicy
 			if singleStack(want) {
-				latest.Spec.IPFamilies = latest.Spec.IPFamilies[:min(1, len(latest.Spec.IPFamilies))]
-				latest.Spec.ClusterIPs = latest.Spec.ClusterIPs[:min(1, len(latest.Spec.ClusterIPs))]
+				upd.Spec.IPFamilies = upd.Spec.IPFamilies[:min(1, len(upd.Spec.IPFamilies))]
+				upd.Spec.ClusterIPs = upd.Spec.ClusterIPs[:min(1, len(upd.Spec.ClusterIPs))]
 			}
 			// Dual: the families stay as they are (the primary cannot
 			// change); the API server adds the other where it has a range.
-			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
-			d.report(m, "update", latest.Namespace, latest.Name, err)
-			return err
-		})
+			return api.Update(ctx, upd, metav1.UpdateOptions{})
+		}
+		got, out, err := write.Ensure(ctx, ops, cur)
+		if out == write.Yielded {
+			return Assignment{}, &members.NotOwnedError{Kind: KindService, Namespace: desired.Namespace, Name: name}
+		}
+		cur = got
 		if err != nil {
 			return assignment(cur, name), fmt.Errorf("updating derived Service %s/%s IP families: %w", desired.Namespace, name, err)
 		}
 	}
-	if !mutableSpecEqual(want, cur) {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			latest, err := api.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			latest.Spec.Ports = want.Spec.Ports
-			latest.Spec.SessionAffinity, latest.Spec.SessionAffinityConfig = want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
-			cur, err = api.Update(ctx, latest, metav1.UpdateOptions{})
-			d.report(m, "update", latest.Namespace, latest.Name, err)
-			return err
-		})
-		if err != nil {
-			return assignment(cur, name), fmt.Errorf("updating derived Service %s/%s ports and session affinity: %w", desired.Namespace, name, err)
-		}
+	ops.UpToDate = func(svc *corev1.Service) bool { return mutableSpecEqual(want, svc) }
+	ops.Update = func(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
+		upd := svc.DeepCopy()
+		upd.Spec.Ports = want.Spec.Ports
+		upd.Spec.SessionAffinity, upd.Spec.SessionAffinityConfig = want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
+		return api.Update(ctx, upd, metav1.UpdateOptions{})
+	}
+	got, out, err := write.Ensure(ctx, ops, cur)
+	if out == write.Yielded {
+		return Assignment{}, &members.NotOwnedError{Kind: KindService, Namespace: desired.Namespace, Name: name}
+	}
+	cur = got
+	if err != nil {
+		return assignment(cur, name), fmt.Errorf("updating derived Service %s/%s ports and session affinity: %w", desired.Namespace, name, err)
 	}
 	a := assignment(cur, name)
 	for i, p := range desired.Spec.Ports {

@@ -1,0 +1,233 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
+
+	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/vip"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+// The writer against a fake clientset: the API server's answers a real
+// one gives rarely (conflicts, races with other writers, quotas, webhook
+// denials), injected.
+
+var slicesResource = schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}
+
+// actions lists the verb and name of every write the clientset saw.
+func actions(f *k8stesting.Fake) []string {
+	var out []string
+	for _, a := range f.Actions() {
+		if n, ok := writtenName(a); ok {
+			out = append(out, a.GetVerb()+" "+n)
+		}
+	}
+	return out
+}
+
+// writtenName is the name of the object a create, update or delete writes.
+func writtenName(a k8stesting.Action) (string, bool) {
+	switch a.GetVerb() {
+	case "create", "update":
+		return a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName(), true
+	case "delete":
+		return a.(k8stesting.DeleteAction).GetName(), true
+	}
+	return "", false
+}
+
+// refuse makes verb on resource fail with err for the objects named.
+func refuse(f *k8stesting.Fake, verb, resource string, err error, names ...string) {
+	f.PrependReactor(verb, resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		n, _ := writtenName(a)
+		for _, want := range names {
+			if n == want {
+				return true, nil, err
+			}
+		}
+		return false, nil, nil
+	})
+}
+
+func TestWriteSlicesInjectedFaults(t *testing.T) {
+	// In the member: "stale" (ours, out of date), "old" (ours, no longer
+	// wanted), "taken" (someone else's, with a name we want).
+	stale := mirrored("stale", "east", "10.0.0.1", false)
+	old := mirrored("old", "east", "10.0.0.9", true)
+	taken := mirrored("taken", "east", "10.0.0.7", true)
+	taken.Labels[mcsapi.LabelManagedBy] = "someone-else"
+	kube := fake.NewClientset(stale, old, taken)
+	c := newTestController(t)
+	v := view{m: &members.Member{ID: "east", Kube: kube}}
+
+	want := []*discoveryv1.EndpointSlice{
+		mirrored("stale", "east", "10.0.0.1", true),
+		mirrored("quota", "east", "10.0.0.2", true),
+		mirrored("taken", "east", "10.0.0.3", true),
+		mirrored("fresh", "east", "10.0.0.4", true),
+	}
+	// The cache has ours but not theirs (it only holds what we manage).
+	plan := planSlices(want, []*discoveryv1.EndpointSlice{stale, old}, vip.Assignment{})
+
+	conflicts := 0
+	kube.PrependReactor("update", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			conflicts++
+			return true, nil, apierrors.NewConflict(slicesResource, "stale", errors.New("modified"))
+		}
+		return false, nil, nil
+	})
+	refuse(&kube.Fake, "create", "endpointslices",
+		apierrors.NewForbidden(slicesResource, "quota", errors.New("exceeded quota: q")), "quota")
+	refuse(&kube.Fake, "delete", "endpointslices", &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: 400, Reason: metav1.StatusReasonBadRequest,
+		Message: `admission webhook "keep.example.com" denied the request`,
+	}}, "old")
+
+	held, err := c.writeSlices(t.Context(), v, "ns", plan)
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(errors.Unwrap(err)) || containsForbidden(err), "the quota is reported: %v", err)
+	assert.Contains(t, err.Error(), "denied the request", "the webhook too")
+	require.Len(t, held, 1)
+	assert.Equal(t, "taken", held[0].Name)
+
+	// Every other write went through, in order: writes, then removals.
+	assert.Equal(t, []string{
+		"update stale", "update stale", // a conflict, then from the live object
+		"create quota",
+		"create taken", // already exists: theirs, left alone
+		"create fresh",
+		"delete old",
+	}, actions(&kube.Fake))
+	live, err := kube.DiscoveryV1().EndpointSlices("ns").Get(t.Context(), "taken", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "someone-else", live.Labels[mcsapi.LabelManagedBy])
+	assert.Equal(t, "10.0.0.7", live.Endpoints[0].Addresses[0], "theirs is never written")
+	got, err := kube.DiscoveryV1().EndpointSlices("ns").Get(t.Context(), "stale", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.True(t, *got.Endpoints[0].Conditions.Ready)
+	assert.Equal(t, 1.0, testutil.ToFloat64(c.metrics.Errors.WithLabelValues("east", "create EndpointSlice")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(c.metrics.Errors.WithLabelValues("east", "delete EndpointSlice")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(c.metrics.WriteConflicts.WithLabelValues("east", kindSlice)))
+
+	// Next time the held name is looked up before any create: no
+	// failing write is counted while it stays theirs.
+	kube.ClearActions()
+	plan = planSlices([]*discoveryv1.EndpointSlice{mirrored("taken", "east", "10.0.0.3", true)}, nil, vip.Assignment{})
+	held, err = c.writeSlices(t.Context(), v, "ns", plan)
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	assert.Empty(t, actions(&kube.Fake))
+
+	// Once it is free, ours is made.
+	require.NoError(t, kube.DiscoveryV1().EndpointSlices("ns").Delete(t.Context(), "taken", metav1.DeleteOptions{}))
+	kube.ClearActions()
+	held, err = c.writeSlices(t.Context(), v, "ns", plan)
+	require.NoError(t, err)
+	assert.Empty(t, held)
+	assert.Equal(t, []string{"create taken"}, actions(&kube.Fake))
+}
+
+// newTestController is a controller without members, for the writer's
+// tests (its queue stopped at the end).
+func newTestController(t *testing.T) *Controller {
+	c := New(Options{})
+	t.Cleanup(c.ShutDown)
+	return c
+}
+
+func containsForbidden(err error) bool {
+	type multi interface{ Unwrap() []error }
+	var m multi
+	if !errors.As(err, &m) {
+		return false
+	}
+	for _, e := range m.Unwrap() {
+		if apierrors.IsForbidden(e) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWriteSlicesHeldImportEndpointsOnly(t *testing.T) {
+	cur := mirrored("east-a", "east", "10.0.0.1", true)
+	kube := fake.NewClientset(cur)
+	c := newTestController(t)
+	v := view{m: &members.Member{ID: "east", Kube: kube}}
+	d := mirrored("east-a", "east", "10.0.0.1", false)
+	d.Labels["extra"] = "x"
+	plan := planSeenEndpoints(members.HoldAllBut("east"), []*discoveryv1.EndpointSlice{d}, []*discoveryv1.EndpointSlice{cur})
+	_, err := c.writeSlices(t.Context(), v, "ns", plan)
+	require.NoError(t, err)
+	got, err := kube.DiscoveryV1().EndpointSlices("ns").Get(t.Context(), "east-a", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.False(t, *got.Endpoints[0].Conditions.Ready)
+	assert.NotContains(t, got.Labels, "extra", "only endpoints change under a hold")
+
+	// Deleted meanwhile (the cache is behind): never made anew.
+	require.NoError(t, kube.DiscoveryV1().EndpointSlices("ns").Delete(t.Context(), "east-a", metav1.DeleteOptions{}))
+	kube.ClearActions()
+	_, err = c.writeSlices(t.Context(), v, "ns", plan)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"update east-a"}, actions(&kube.Fake))
+}
+
+func TestWriteImportYieldsAndAdopts(t *testing.T) {
+	desired := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{
+			mcsapi.LabelManagedBy: mcsapi.ManagedByImporter,
+		}},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.9.0.1"}},
+	}
+	t.Run("theirs has the name", func(t *testing.T) {
+		theirs := desired.DeepCopy()
+		theirs.Labels = nil
+		theirs.Spec.IPs = []string{"10.1.1.1"}
+		mcs := mcsfake.NewSimpleClientset(theirs)
+		c := newTestController(t)
+		m := &members.Member{ID: "east", MCS: mcs}
+		_, out, err := c.writeImport(t.Context(), m, desired, nil)
+		require.NoError(t, err)
+		assert.Equal(t, "yielded", out.String())
+		live, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"10.1.1.1"}, live.Spec.IPs, "theirs is never written")
+	})
+	t.Run("ours, the cache behind", func(t *testing.T) {
+		ours := desired.DeepCopy()
+		ours.Spec.IPs = []string{"10.9.0.2"}
+		mcs := mcsfake.NewSimpleClientset(ours)
+		c := newTestController(t)
+		m := &members.Member{ID: "east", MCS: mcs}
+		got, out, err := c.writeImport(t.Context(), m, desired, nil)
+		require.NoError(t, err)
+		assert.Equal(t, "updated", out.String())
+		assert.Equal(t, []string{"10.9.0.1"}, got.Spec.IPs)
+	})
+	t.Run("a webhook denies the update", func(t *testing.T) {
+		ours := desired.DeepCopy()
+		ours.Spec.IPs = []string{"10.9.0.2"}
+		mcs := mcsfake.NewSimpleClientset(ours)
+		refuse(&mcs.Fake, "update", "serviceimports", apierrors.NewForbidden(schema.GroupResource{Resource: "serviceimports"}, "web", errors.New("denied by policy")), "web")
+		c := newTestController(t)
+		m := &members.Member{ID: "east", MCS: mcs}
+		_, _, err := c.writeImport(t.Context(), m, desired, ours)
+		require.Error(t, err)
+		assert.Equal(t, 1.0, testutil.ToFloat64(c.metrics.Errors.WithLabelValues("east", "update ServiceImport")))
+	})
+}
