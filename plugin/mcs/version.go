@@ -98,6 +98,15 @@ func (c *controller) followVersion(ctx context.Context, wg *sync.WaitGroup, disc
 			return
 		case <-cur.gone:
 		}
+		if _, err := mcsapi.ServedVersion(disc, mcsapi.ServiceImports); errors.Is(err, mcsapi.ErrNotServed) {
+			// No version at all: the MCS CRDs were removed.
+			next, ok := c.awaitCRDs(ctx, wg, disc, cur, scopes)
+			if !ok {
+				return
+			}
+			cur = next
+			continue
+		}
 		retry := 500 * time.Millisecond
 		for { // until the version is served again or a new one synced
 			now, ok := c.discover(ctx, disc)
@@ -133,6 +142,63 @@ func (c *controller) followVersion(ctx context.Context, wg *sync.WaitGroup, disc
 			cur = next
 			break
 		}
+	}
+}
+
+// crdPoll is how often discovery is asked whether removed MCS CRDs are
+// back.
+const crdPoll = time.Second
+
+// awaitCRDs handles the MCS CRDs' removal. The API server deleted every
+// ServiceImport before the CRDs went, but the watch may have ended before
+// those deletions reached the informers: their stores are emptied, so
+// that the names answer NXDOMAIN as the cluster says, not the last known
+// state. Once discovery serves a version again, a new generation lists
+// it and is swapped in when synced (cur's reflectors may be backing off
+// for up to half a minute). It returns the generation answers are built
+// from afterwards, false when ctx ended first.
+func (c *controller) awaitCRDs(ctx context.Context, wg *sync.WaitGroup, disc discovery.DiscoveryInterface, cur *importGeneration, scopes []string) (*importGeneration, bool) {
+	log.Warningf("ServiceImports %s are not served any more (the MCS CRDs were removed, and every ServiceImport with them): their names answer NXDOMAIN until the CRDs are back", cur.gvr.GroupVersion())
+	watchErrors.WithLabelValues("discovery").Inc()
+	var keys []string
+	for _, ns := range scopes {
+		store := cur.byScope[ns].GetIndexer()
+		keys = append(keys, store.ListKeys()...)
+		if err := store.Replace(nil, ""); err != nil {
+			log.Errorf("emptying the ServiceImport cache: %v", err)
+		}
+	}
+	for _, k := range keys {
+		ns, name, _ := strings.Cut(k, "/")
+		c.sync(ns, name, time.Time{})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-time.After(crdPoll):
+		}
+		gvr, err := mcsapi.ServedVersion(disc, mcsapi.ServiceImports)
+		if err != nil {
+			continue
+		}
+		next, err := c.importInformers(ctx, gvr, scopes)
+		if err != nil {
+			log.Errorf("informers: %v", err)
+			continue
+		}
+		next.start(wg)
+		synced, _ := c.awaitGeneration(ctx, disc, next)
+		if !synced {
+			next.stop()
+			if ctx.Err() != nil {
+				return nil, false
+			}
+			continue // gone again, or another version: ask again
+		}
+		c.swapImports(cur, next, scopes)
+		log.Infof("the MCS CRDs are back")
+		return next, true
 	}
 }
 
