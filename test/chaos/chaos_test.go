@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -16,14 +17,21 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/deploy/crds"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 	"github.com/mcs-dns/mcs-dns/test/netcut"
@@ -151,8 +159,12 @@ type world struct {
 	kubeconfig, direct string
 	importerBin        string
 
+	// Each stream draws from its own generator, seeded from the seed, so
+	// that the faults drawn (kinds, members, durations) are the same on
+	// a replay whatever the workload and the DNS checks drew meanwhile.
+	faultDraws, workDraws, dnsDraws *draws
+
 	mu   sync.Mutex
-	rng  *rand.Rand
 	cuts []int // active cuts per member
 	// apiDown: the API server is being stopped, is stopped, or is being
 	// started (not read); apiAway: it is stopped for sure (from the stop's
@@ -196,6 +208,26 @@ type world struct {
 	reachable [][]span
 	upheaval  []time.Time
 	listedBy  map[string]map[string]int
+	// crdsGone: while each member's MCS CRDs are deleted (and for
+	// invalidatedFor after they are back), else nil.
+	crdsGone []*span
+	// revoked: the importers' access to each member taken away (part of
+	// its RBAC, or its token), counted as cuts are: the importers cannot
+	// use the member, but it does not count towards a disruption (a
+	// refusal is not evidence of a broken network).
+	revoked []int
+	// tokenSecret: the Secret each member's importer token is bound to
+	// (deleting it revokes the token); tokenDir holds the token files
+	// the importers' kubeconfig names.
+	tokenSecret []string
+	tokenGen    []int
+	tokenDir    string
+	// apiUpAt: when each member's API server last answered again after
+	// a stop (its CoreDNS resumes from there).
+	apiUpAt []time.Time
+	// readBeforeStop: each member's last reading before its API server
+	// was last stopped.
+	readBeforeStop []time.Time
 }
 
 // span is a stretch of time; to is the last reading in it.
@@ -218,14 +250,17 @@ type replica struct {
 }
 
 func newWorld(t *testing.T, seed uint64, n int) *world {
-	w := &world{t: t, seed: seed, began: time.Now(), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+	w := &world{t: t, seed: seed, began: time.Now(),
+		faultDraws: newDraws(seed, 1), workDraws: newDraws(seed, 2), dnsDraws: newDraws(seed, 3),
 		invalidated: map[string]time.Time{}, faults: map[string]int{}, ops: map[string]int{}, checks: map[string]int{},
 		history: map[string][]observed{}, sourceReady: map[string]map[string]time.Time{}, lastRead: map[string]time.Time{},
 		readyWhileReachable: map[string]map[string]map[string]time.Time{}, lastReach: map[string]time.Time{}}
 	var specs []cluster.Spec
 	for i := range n {
 		name := fmt.Sprintf("m%d", i)
-		specs = append(specs, cluster.Spec{Name: name, ClusterID: name, IPv4Only: true})
+		// Cluster IDs differ from the context names, so that a member
+		// renamed after its context would be seen.
+		specs = append(specs, cluster.Spec{Name: name, ClusterID: clusterID(i), IPv4Only: true})
 	}
 	set := cluster.Start(t, specs...)
 	w.members = set.Clusters
@@ -233,6 +268,10 @@ func newWorld(t *testing.T, seed uint64, n int) *world {
 	w.cuts, w.apiDown, w.apiAway, w.seenFrom = make([]int, n), make([]bool, n), make([]bool, n), make([]time.Time, n)
 	w.reachedUntil = make([]time.Time, n)
 	w.reachable, w.listedBy = make([][]span, n), map[string]map[string]int{}
+	w.crdsGone = make([]*span, n)
+	w.revoked, w.tokenSecret, w.tokenGen = make([]int, n), make([]string, n), make([]int, n)
+	w.tokenDir = t.TempDir()
+	w.apiUpAt, w.readBeforeStop = make([]time.Time, n), make([]time.Time, n)
 	kc, err := clientcmd.LoadFromFile(set.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -246,6 +285,17 @@ func newWorld(t *testing.T, seed uint64, n int) *world {
 		t.Cleanup(p.Close)
 		w.proxies = append(w.proxies, p)
 		kc.Clusters[c.Name].Server = "https://" + p.Addr()
+	}
+	// The importers are the member role's ServiceAccount (deploy/member),
+	// with a token file each, which client-go reads again when the API
+	// server refuses the token it has.
+	for i, c := range w.members {
+		w.installMemberRole(c)
+		if err := w.mintToken(context.Background(), i); err != nil {
+			t.Fatal(err)
+		}
+		kc.AuthInfos[c.Name] = &clientcmdapi.AuthInfo{TokenFile: w.tokenFile(i)}
+		kc.Contexts[c.Name].AuthInfo = c.Name
 	}
 	w.kubeconfig = t.TempDir() + "/kubeconfig"
 	if err := clientcmd.WriteToFile(*kc, w.kubeconfig); err != nil {
@@ -263,18 +313,118 @@ func newWorld(t *testing.T, seed uint64, n int) *world {
 	return w
 }
 
+// clusterID is the i-th member's cluster ID.
+func clusterID(i int) string { return fmt.Sprintf("id%d", i) }
+
+const (
+	memberNamespace      = "mcs-dns-system"
+	memberServiceAccount = "mcs-importer-member"
+	memberRole           = "mcs-dns:importer"
+)
+
+// installMemberRole creates the importer's ServiceAccount, ClusterRole and
+// ClusterRoleBinding of deploy/member/rbac.yaml in c.
+func (w *world) installMemberRole(c *cluster.Cluster) {
+	raw, err := os.ReadFile("../../deploy/member/rbac.yaml")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: memberNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		w.t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			w.t.Fatalf("deploy/member/rbac.yaml: %v", err)
+		}
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = c.Kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = c.Kube.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = c.Kube.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		default:
+			continue // the leader election Role: the Lease is reached as admin here
+		}
+		if err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+func (w *world) tokenFile(i int) string {
+	return fmt.Sprintf("%s/%s.token", w.tokenDir, w.members[i].Name)
+}
+
+// mintToken makes a new token for member i's importer ServiceAccount,
+// bound to a Secret of its own (deleting the Secret revokes the token),
+// and puts it in the token file, in one rename.
+func (w *world) mintToken(ctx context.Context, i int) error {
+	c := w.members[i]
+	w.mu.Lock()
+	name := fmt.Sprintf("chaos-importer-token-%d", w.tokenGen[i])
+	w.tokenGen[i]++
+	w.mu.Unlock()
+	sec, err := c.Kube.CoreV1().Secrets(memberNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	tr, err := c.Kube.CoreV1().ServiceAccounts(memberNamespace).CreateToken(ctx, memberServiceAccount, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr.To[int64](24 * 3600),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: name, UID: sec.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	tmp := w.tokenFile(i) + ".new"
+	if err := os.WriteFile(tmp, []byte(tr.Status.Token), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, w.tokenFile(i)); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.tokenSecret[i] = name
+	w.mu.Unlock()
+	return nil
+}
+
+// cutOff reports whether the importers cannot use member i: its proxy
+// cut, or its access revoked (under mu).
+func (w *world) cutOff(i int) bool { return w.cuts[i] > 0 || w.revoked[i] > 0 }
+
 func (w *world) logf(format string, args ...any) {
 	w.t.Logf("[%6.1fs] %s", time.Since(w.began).Seconds(), fmt.Sprintf(format, args...))
 }
 
-func (w *world) intn(n int) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.rng.IntN(n)
+// draws is one stream of random draws.
+type draws struct {
+	mu sync.Mutex
+	r  *rand.Rand
 }
 
-func (w *world) between(lo, hi time.Duration) time.Duration {
-	return lo + time.Duration(w.intn(int(hi-lo)/int(time.Millisecond)+1))*time.Millisecond
+func newDraws(seed, stream uint64) *draws {
+	return &draws{r: rand.New(rand.NewPCG(seed, stream*0x9e3779b97f4a7c15))}
+}
+
+func (d *draws) intn(n int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.r.IntN(n)
+}
+
+func (d *draws) perm(n int) []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.r.Perm(n)
+}
+
+func (d *draws) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(d.intn(int(hi-lo)/int(time.Millisecond)+1))*time.Millisecond
 }
 
 func (w *world) contexts() string {
@@ -390,10 +540,10 @@ func metric(addr, name string) float64 {
 func (w *world) startDNS() {
 	bin := procs.CoreDNSBinary(w.t)
 	for _, c := range w.members {
-		corefile := fmt.Sprintf(`clusterset.local {
+		corefile := fmt.Sprintf(`clusterset.local 10.in-addr.arpa {
     errors
     bufsize 1232
-    mcs clusterset.local {
+    mcs clusterset.local 10.in-addr.arpa {
         kubeconfig %s %s
         ttl 5
         endpointslice_managers mcs-importer.mcs-dns.io
@@ -420,32 +570,42 @@ func (w *world) faultLoop(ctx context.Context, faults *sync.WaitGroup) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(w.between(2*time.Second, 6*time.Second)):
+		case <-time.After(w.faultDraws.between(2*time.Second, 6*time.Second)):
 		}
-		switch r := w.intn(100); {
-		case r < 35:
-			i := w.intn(len(w.members))
-			faults.Go(func() { w.cut("cut", []int{i}, w.between(3*time.Second, 30*time.Second)) })
-		case r < 45:
-			k := 2 + w.intn(len(w.members)-1)
-			perm := w.perm(len(w.members))[:k]
-			faults.Go(func() { w.cut("cut-many", perm, w.between(5*time.Second, 30*time.Second)) })
-		case r < 65:
-			i := 1 + w.intn(len(w.members)-1) // m0 holds the Lease: see RELIABILITY.md
-			faults.Go(func() { w.restartAPIServer(i, w.between(3*time.Second, 15*time.Second)) })
-		case r < 82:
-			faults.Go(w.killLeader)
+		switch r := w.faultDraws.intn(100); {
+		case r < 30:
+			i, d := w.faultDraws.intn(len(w.members)), w.faultDraws.between(3*time.Second, 30*time.Second)
+			faults.Go(func() { w.cut("cut", []int{i}, d) })
+		case r < 38:
+			k := 2 + w.faultDraws.intn(len(w.members)-1)
+			perm, d := w.faultDraws.perm(len(w.members))[:k], w.faultDraws.between(5*time.Second, 30*time.Second)
+			faults.Go(func() { w.cut("cut-many", perm, d) })
+		case r < 54:
+			i := 1 + w.faultDraws.intn(len(w.members)-1) // m0 holds the Lease: see RELIABILITY.md
+			d := w.faultDraws.between(3*time.Second, 15*time.Second)
+			faults.Go(func() { w.restartAPIServer(i, d) })
+		case r < 66:
+			d := w.faultDraws.between(time.Second, 3*time.Second)
+			faults.Go(func() { w.killLeader(d) })
+		case r < 72:
+			i, d := w.faultDraws.intn(len(w.members)), w.faultDraws.between(3*time.Second, 30*time.Second)
+			faults.Go(func() { w.dropClusterID(i, d) })
+		case r < 78:
+			i, d := w.faultDraws.intn(len(w.members)), w.faultDraws.between(3*time.Second, 20*time.Second)
+			faults.Go(func() { w.dropCRDs(i, d) })
+		case r < 85:
+			i := w.faultDraws.intn(len(w.members))
+			res := revocable[w.faultDraws.intn(len(revocable))]
+			d := w.faultDraws.between(3*time.Second, 30*time.Second)
+			faults.Go(func() { w.revokeAccess(i, res, d) })
+		case r < 91:
+			i, overlap := w.faultDraws.intn(len(w.members)), w.faultDraws.between(0, 3*time.Second)
+			faults.Go(func() { w.replaceToken(i, overlap) })
 		default:
-			i := w.intn(2)
+			i := w.faultDraws.intn(2)
 			faults.Go(func() { w.restartReplica(i) })
 		}
 	}
-}
-
-func (w *world) perm(n int) []int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.rng.Perm(n)
 }
 
 func (w *world) names(idx []int) string {
@@ -472,7 +632,9 @@ func (w *world) cut(kind string, idx []int, d time.Duration) {
 			if err := w.proxies[i].Resume(); err != nil {
 				w.t.Error(err)
 			}
-			w.back(i)
+			if !w.cutOff(i) {
+				w.back(i)
+			}
 		}
 	}
 }
@@ -552,6 +714,9 @@ func (w *world) restartAPIServer(i int, d time.Duration) {
 	w.mu.Unlock()
 	c := w.members[i]
 	w.fault("apiserver-restart", "%s's API server stopped for %s, etcd compacted meanwhile", c.Name, d.Round(time.Millisecond))
+	w.mu.Lock()
+	w.readBeforeStop[i] = w.lastRead[c.Name]
+	w.mu.Unlock()
 	if err := c.StopAPIServer(); err != nil {
 		w.t.Errorf("stopping %s's API server: %v", c.Name, err)
 	}
@@ -566,10 +731,212 @@ func (w *world) restartAPIServer(i int, d time.Duration) {
 	if err := c.StartAPIServer(ctx); err != nil {
 		w.t.Errorf("starting %s's API server: %v", c.Name, err)
 	}
+	w.logf("%s's API server answers again", c.Name)
 	w.mu.Lock()
 	w.apiDown[i] = false
+	w.apiUpAt[i] = time.Now()
 	w.back(i)
 	w.mu.Unlock()
+}
+
+// dropClusterID deletes member i's ClusterProperty for d, then makes it
+// again with the same value. A member the importers join meanwhile (a new
+// leader, a restarted replica, an API server back) keeps the ID it had:
+// nothing of it is renamed after its context (checked by checkNames).
+func (w *world) dropClusterID(i int, d time.Duration) {
+	c := w.members[i]
+	w.fault("clusterproperty-delete", "%s's ClusterProperty %s deleted for %s", c.Name, mcsapi.ClusterIDProperty, d.Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	try := func(f func() error) {
+		// Its API server may be away meanwhile: try until it answers.
+		_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) { return f() == nil, nil })
+	}
+	try(func() error {
+		err := c.Dynamic.Resource(mcsapi.ClusterPropertyGVR).Delete(ctx, mcsapi.ClusterIDProperty, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	time.Sleep(d)
+	try(func() error { return c.SetClusterID(ctx, clusterID(i)) })
+}
+
+// dropCRDs deletes member i's MCS CRDs (and so every ServiceExport and
+// ServiceImport it holds) for d, then installs them again. Its exports are
+// unexports, withdrawn at once; its imports come back once the CRDs do,
+// made anew (checkStable leaves the member out meanwhile).
+func (w *world) dropCRDs(i int, d time.Duration) {
+	c := w.members[i]
+	w.mu.Lock()
+	if w.crdsGone[i] != nil {
+		w.mu.Unlock()
+		return
+	}
+	gone := &span{from: time.Now(), open: true}
+	w.crdsGone[i] = gone
+	w.mu.Unlock()
+	w.fault("crds-delete", "%s's MCS CRDs deleted for %s", c.Name, d.Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ext, err := apiextensionsclient.NewForConfig(c.Config)
+	if err != nil {
+		w.t.Error(err)
+		return
+	}
+	all, err := crds.All()
+	if err != nil {
+		w.t.Error(err)
+		return
+	}
+	try := func(f func() error) {
+		_ = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(context.Context) (bool, error) { return f() == nil, nil })
+	}
+	// What it exports may be withdrawn from every member at once.
+	try(func() error {
+		exps, err := c.MCS.MulticlusterV1beta1().ServiceExports("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range exps.Items {
+			w.invalidate(key(e.Namespace, e.Name))
+		}
+		return nil
+	})
+	for _, crd := range all {
+		if crd.Spec.Group != mcsapi.Group {
+			continue
+		}
+		try(func() error {
+			err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+	}
+	time.Sleep(d)
+	for _, crd := range all {
+		if crd.Spec.Group != mcsapi.Group {
+			continue
+		}
+		crd = crd.DeepCopy()
+		// AlreadyExists while the old one is still being deleted.
+		try(func() error {
+			_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+			return err
+		})
+	}
+	w.mu.Lock()
+	gone.to, gone.open = time.Now(), false
+	w.mu.Unlock()
+	time.AfterFunc(invalidatedFor, func() {
+		w.mu.Lock()
+		w.crdsGone[i] = nil
+		w.mu.Unlock()
+	})
+}
+
+// revocable are the resources revokeAccess takes away, one at a time.
+var revocable = []string{"endpointslices", "services", "serviceexports"}
+
+// revokeAccess takes the importers' access to one resource of member i
+// away for d (the member role loses its rule), then gives it back. The
+// importers must count the member as unusable (its last known state
+// served, withdrawn after the grace period), not as up with frozen data.
+func (w *world) revokeAccess(i int, resource string, d time.Duration) {
+	c := w.members[i]
+	w.mu.Lock()
+	if w.revoked[i] > 0 {
+		w.mu.Unlock()
+		return
+	}
+	w.revoked[i]++
+	w.mu.Unlock()
+	w.fault("rbac-revoke", "%s: the importers' access to %s revoked for %s", c.Name, resource, d.Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	roles := c.Kube.RbacV1().ClusterRoles()
+	var orig []rbacv1.PolicyRule
+	retryUntil(ctx, func() error {
+		role, err := roles.Get(ctx, memberRole, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if orig == nil {
+			orig = role.Rules
+		}
+		role.Rules = slices.DeleteFunc(slices.Clone(role.Rules), func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.Resources, resource)
+		})
+		_, err = roles.Update(ctx, role, metav1.UpdateOptions{})
+		return err
+	})
+	time.Sleep(d)
+	retryUntil(ctx, func() error {
+		role, err := roles.Get(ctx, memberRole, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		role.Rules = orig
+		_, err = roles.Update(ctx, role, metav1.UpdateOptions{})
+		return err
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.revoked[i]--; !w.cutOff(i) {
+		w.back(i)
+	}
+}
+
+// replaceToken rotates member i's importer token: a new one in the token
+// file, then (a moment later, as a rotation does) the old one revoked.
+// The importers must go on with the new one by themselves.
+func (w *world) replaceToken(i int, overlap time.Duration) {
+	c := w.members[i]
+	w.fault("token-replace", "%s: the importers' token replaced and the old one revoked", c.Name)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w.mu.Lock()
+	old := w.tokenSecret[i]
+	w.mu.Unlock()
+	retryUntil(ctx, func() error { return w.mintToken(ctx, i) })
+	time.Sleep(overlap)
+	// A request with the old token in flight may be refused once, until
+	// client-go reads the file again: the member may be unusable for a
+	// probe or two.
+	w.mu.Lock()
+	w.revoked[i]++
+	w.mu.Unlock()
+	retryUntil(ctx, func() error {
+		err := c.Kube.CoreV1().Secrets(memberNamespace).Delete(ctx, old, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	time.Sleep(3 * probeInterval)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.revoked[i]--; !w.cutOff(i) {
+		w.back(i)
+	}
+}
+
+// retryUntil calls f every half second until it succeeds or ctx ends (a
+// member's API server may be away meanwhile).
+func retryUntil(ctx context.Context, f func() error) {
+	_ = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(context.Context) (bool, error) { return f() == nil, nil })
+}
+
+// crdsAway reports whether member i's MCS CRDs were deleted, or have
+// just come back, at t (its imports may be gone or made anew then).
+func (w *world) crdsAway(i int, t time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := w.crdsGone[i]
+	return g != nil && !t.Before(g.from.Add(-time.Second)) && (g.open || t.Sub(g.to) < invalidatedFor)
 }
 
 func (w *world) setAPIAway(i int, away bool) {
@@ -581,7 +948,7 @@ func (w *world) setAPIAway(i int, away bool) {
 	}
 }
 
-func (w *world) killLeader() {
+func (w *world) killLeader(down time.Duration) {
 	l := w.leader()
 	if l < 0 {
 		return
@@ -595,7 +962,7 @@ func (w *world) killLeader() {
 	r := w.replicas[l]
 	w.mu.Unlock()
 	r.p.Kill()
-	time.Sleep(w.between(time.Second, 3*time.Second))
+	time.Sleep(down)
 	w.startReplica(l)
 }
 
@@ -640,10 +1007,10 @@ func (w *world) workLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(w.between(300*time.Millisecond, 1200*time.Millisecond)):
+		case <-time.After(w.workDraws.between(300*time.Millisecond, 1200*time.Millisecond)):
 		}
 		opCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		switch r := w.intn(100); {
+		switch r := w.workDraws.intn(100); {
 		case r < 25:
 			w.doExport(opCtx)
 		case r < 35:
@@ -652,10 +1019,14 @@ func (w *world) workLoop(ctx context.Context) {
 			w.doEndpoints(opCtx)
 		case r < 80:
 			w.doFlipType(opCtx)
-		case r < 90:
+		case r < 89:
 			w.doAffinity(opCtx)
-		default:
+		case r < 97:
 			w.doPorts(opCtx)
+		default:
+			cancel()
+			opCtx, cancel = context.WithTimeout(ctx, time.Minute)
+			w.doNamespace(opCtx)
 		}
 		cancel()
 	}
@@ -671,17 +1042,17 @@ func (w *world) pick() (int, *cluster.Cluster, string, string) {
 			up = append(up, i)
 		}
 	}
-	i := up[w.rng.IntN(len(up))]
-	return i, w.members[i], namespaces[w.rng.IntN(len(namespaces))], fmt.Sprintf("svc%d", w.rng.IntN(servicesPerNamespace))
+	i := up[w.workDraws.intn(len(up))]
+	return i, w.members[i], namespaces[w.workDraws.intn(len(namespaces))], fmt.Sprintf("svc%d", w.workDraws.intn(servicesPerNamespace))
 }
 
 func (w *world) endpoints(i int, headless bool) []discoveryv1.Endpoint {
-	n := 1 + w.intn(3)
+	n := 1 + w.workDraws.intn(3)
 	var out []discoveryv1.Endpoint
 	for j := range n {
 		e := discoveryv1.Endpoint{
-			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 100+i, w.intn(250), 1+w.intn(250))},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(w.intn(4) != 0)},
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 100+i, w.workDraws.intn(250), 1+w.workDraws.intn(250))},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(w.workDraws.intn(4) != 0)},
 		}
 		if headless {
 			e.Hostname = ptr.To(fmt.Sprintf("pod-%d", j))
@@ -727,7 +1098,7 @@ func (w *world) doExport(ctx context.Context) {
 	svcs := c.Kube.CoreV1().Services(ns)
 	svc, err := svcs.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		svc, err = svcs.Create(ctx, service(ns, name, w.intn(3) == 0), metav1.CreateOptions{})
+		svc, err = svcs.Create(ctx, service(ns, name, w.workDraws.intn(3) == 0), metav1.CreateOptions{})
 	}
 	if err != nil {
 		return
@@ -812,13 +1183,88 @@ func (w *world) doPorts(ctx context.Context) {
 	})
 }
 
+// doNamespace deletes a namespace in one member and makes it again.
+// There is no namespace controller in the members: the test does its
+// work (deletes what the namespace holds, then finalizes it) after a
+// while in Terminating, in which the member must lose its imports there
+// and its exports there must be withdrawn.
+func (w *world) doNamespace(ctx context.Context) {
+	i, c, ns, _ := w.pick()
+	invalidateNS := func() {
+		for j := range servicesPerNamespace {
+			w.invalidate(key(ns, fmt.Sprintf("svc%d", j)))
+		}
+	}
+	invalidateNS()
+	defer invalidateNS()
+	nss := c.Kube.CoreV1().Namespaces()
+	if err := nss.Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return
+	}
+	w.logf("namespace %s deleted in %s (Terminating)", ns, w.members[i].Name)
+	time.Sleep(w.workDraws.between(time.Second, 8*time.Second))
+	invalidateNS()
+	if err := w.emptyNamespace(ctx, c, ns); err != nil {
+		return
+	}
+	n, err := nss.Get(ctx, ns, metav1.GetOptions{})
+	if err == nil {
+		n.Spec.Finalizers = nil
+		if _, err := nss.Finalize(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := nss.Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		return
+	}
+	time.Sleep(w.workDraws.between(0, 5*time.Second))
+	invalidateNS()
+	if _, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err == nil {
+		w.op("namespace-recreate")
+		w.logf("namespace %s made again in %s", ns, w.members[i].Name)
+	}
+}
+
+// emptyNamespace deletes what the namespace controller would: every
+// object of the kinds the test and the importer write there.
+func (w *world) emptyNamespace(ctx context.Context, c *cluster.Cluster, ns string) error {
+	all := metav1.ListOptions{}
+	return errors.Join(
+		c.MCS.MulticlusterV1beta1().ServiceExports(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all),
+		c.MCS.MulticlusterV1beta1().ServiceImports(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all),
+		c.Kube.DiscoveryV1().EndpointSlices(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all),
+		deleteServices(ctx, c, ns),
+	)
+}
+
+// deleteServices deletes every Service in ns (Services have no
+// DeleteCollection).
+func deleteServices(ctx context.Context, c *cluster.Cluster, ns string) error {
+	list, err := c.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range list.Items {
+		if err := c.Kube.CoreV1().Services(ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // --- reading the members ---
 
 func (w *world) read(ctx context.Context, i int) (*member, error) {
 	c := w.members[i]
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m := &member{id: c.Name, namespaces: map[string]bool{}, exports: map[string]*mcsv1beta1.ServiceExport{},
+	m := &member{id: c.Name, cluster: clusterID(i), namespaces: map[string]bool{}, exports: map[string]*mcsv1beta1.ServiceExport{},
 		services: map[string]*corev1.Service{}, sources: map[string][]discoveryv1.EndpointSlice{},
 		imports: map[string]*mcsv1beta1.ServiceImport{}, mirrored: map[string][]discoveryv1.EndpointSlice{}}
 	nss, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
@@ -890,7 +1336,7 @@ func (w *world) look(ctx context.Context) view {
 		if w.cuts[i] > 0 || w.apiAway[i] {
 			v.away++
 		}
-		v.reach[i] = w.cuts[i] == 0 && !w.apiDown[i]
+		v.reach[i] = !w.cutOff(i) && !w.apiDown[i]
 		v.visible[i] = v.reach[i] && time.Since(w.seenFrom[i]) > settle
 	}
 	down := slices.Clone(w.apiDown)
@@ -975,6 +1421,7 @@ func (w *world) checkLoop(ctx context.Context) {
 			disruptedUntil = cur.at
 		}
 		inDisruption := !disruptedSince.IsZero() && disruptedUntil.IsZero()
+		w.checkNames(cur)
 		if prev.members != nil {
 			w.checkStable(prev, cur)
 			// The importer counts a cut member as unreachable when a
@@ -983,7 +1430,7 @@ func (w *world) checkLoop(ctx context.Context) {
 			// whose grace period ends before may be withdrawn, rightly),
 			// and within the time a disruption stops withdrawals.
 			if inDisruption && prev.at.Sub(disruptedSince) > noticeDisruption && cur.at.Sub(disruptedSince) < maxDisruption {
-				w.checkNothingWithdrawn(prev, cur)
+				w.checkNothingWithdrawn(prev, cur, disruptedSince)
 			}
 		}
 		prev = cur
@@ -996,7 +1443,7 @@ func (w *world) checkLoop(ctx context.Context) {
 func (w *world) checkStable(prev, cur view) {
 	for i, m := range cur.members {
 		p := prev.members[i]
-		if m == nil || p == nil || !cur.visible[i] || !prev.visible[i] {
+		if m == nil || p == nil || !cur.visible[i] || !prev.visible[i] || w.crdsAway(i, prev.at) || w.crdsAway(i, cur.at) {
 			continue
 		}
 		for k, was := range p.imports {
@@ -1023,12 +1470,43 @@ func (w *world) checkStable(prev, cur view) {
 	}
 }
 
+// checkNames: the MCS objects name members by cluster ID only, never by
+// a context name (a member whose ClusterProperty went must keep its ID).
+func (w *world) checkNames(cur view) {
+	ids := map[string]bool{}
+	for i := range w.members {
+		ids[clusterID(i)] = true
+	}
+	for _, m := range cur.members {
+		if m == nil {
+			continue
+		}
+		w.check("cluster-ids")
+		for k, si := range m.imports {
+			for _, c := range si.Status.Clusters {
+				if !ids[c.Cluster] {
+					w.violate("renamed", fmt.Sprintf("%s: import %s names cluster %q", m.id, k, c.Cluster))
+				}
+			}
+		}
+		for k, ss := range m.mirrored {
+			for _, s := range ss {
+				if c := s.Labels[mcsapi.LabelSourceCluster]; !ids[c] {
+					w.violate("renamed", fmt.Sprintf("%s: mirrored slice %s of %s comes from cluster %q", m.id, s.Name, k, c))
+				}
+			}
+		}
+	}
+}
+
 // checkNothingWithdrawn: while more than half the members cannot be seen,
 // no import goes and no import loses a cluster, in any member.
-func (w *world) checkNothingWithdrawn(prev, cur view) {
+func (w *world) checkNothingWithdrawn(prev, cur view, since time.Time) {
+	during := fmt.Sprintf("(the disruption began at %.1fs; readings at %.1fs and %.1fs)",
+		since.Sub(w.began).Seconds(), prev.at.Sub(w.began).Seconds(), cur.at.Sub(w.began).Seconds())
 	for i, m := range cur.members {
 		p := prev.members[i]
-		if m == nil || p == nil {
+		if m == nil || p == nil || w.crdsAway(i, prev.at) || w.crdsAway(i, cur.at) {
 			continue
 		}
 		for k, was := range p.imports {
@@ -1038,12 +1516,12 @@ func (w *world) checkNothingWithdrawn(prev, cur view) {
 			w.check("no-withdrawal-in-disruption")
 			now := m.imports[k]
 			if now == nil {
-				w.violate("withdrawn-in-disruption", fmt.Sprintf("%s: import %s deleted while %d of %d members cannot be seen", m.id, k, cur.away, len(w.members)))
+				w.violate("withdrawn-in-disruption", fmt.Sprintf("%s: import %s deleted while %d of %d members cannot be seen %s", m.id, k, cur.away, len(w.members), during))
 				continue
 			}
 			for _, c := range was.Status.Clusters {
 				if !slices.ContainsFunc(now.Status.Clusters, func(x mcsv1beta1.ClusterStatus) bool { return x.Cluster == c.Cluster }) {
-					w.violate("withdrawn-in-disruption", fmt.Sprintf("%s: import %s lost cluster %s while %d of %d members cannot be seen", m.id, k, c.Cluster, cur.away, len(w.members)))
+					w.violate("withdrawn-in-disruption", fmt.Sprintf("%s: import %s lost cluster %s while %d of %d members cannot be seen %s", m.id, k, c.Cluster, cur.away, len(w.members), during))
 				}
 			}
 		}
@@ -1128,14 +1606,142 @@ func (w *world) dnsLoop(ctx context.Context) {
 			ns, name, _ := strings.Cut(k, "/")
 			qname := name + "." + ns + ".svc.clusterset.local."
 			network := networks[round%2]
-			resp, err := procs.Query(d.Addr, network, qname, dns.TypeA)
-			if err != nil {
-				continue // a timeout on a loaded machine is not an answer
+			switch round % 4 {
+			case 0, 1:
+				resp, err := procs.Query(d.Addr, network, qname, dns.TypeA)
+				if err != nil {
+					continue // a timeout on a loaded machine is not an answer
+				}
+				w.check("dns-a-" + network)
+				w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Answer))
+			case 2:
+				w.checkSRV(ctx, i, d.Addr, network, hk, k, "_http._tcp."+qname)
+			case 3:
+				w.checkPTR(ctx, i, d.Addr, network, hk, k)
 			}
-			w.check("dns-" + network)
-			w.checkAnswer(ctx, i, hk, k, qname, resp)
 		}
 	}
+}
+
+// addresses are the A records' addresses in rrs.
+func addresses(rrs []dns.RR) []string {
+	var out []string
+	for _, rr := range rrs {
+		if a, ok := rr.(*dns.A); ok {
+			out = append(out, a.A.String())
+		}
+	}
+	return out
+}
+
+// checkSRV asks for the port's SRV records: their targets' addresses
+// (the additional section) are checked as an A answer is; one target,
+// a per-endpoint name for a Headless import, is asked for itself.
+func (w *world) checkSRV(ctx context.Context, i int, addr, network, hk, k, qname string) {
+	resp, err := procs.Query(addr, network, qname, dns.TypeSRV)
+	if err != nil {
+		return
+	}
+	w.check("dns-srv")
+	w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Extra))
+	var targets []string
+	for _, rr := range resp.Answer {
+		srv, ok := rr.(*dns.SRV)
+		if !ok {
+			continue
+		}
+		if !strings.HasSuffix(srv.Target, strings.TrimPrefix(qname, "_http._tcp.")) {
+			w.violate("dns-srv-target", fmt.Sprintf("%s: SRV target %s is not a name of the service", qname, srv.Target))
+		}
+		targets = append(targets, srv.Target)
+	}
+	if len(targets) == 0 {
+		return
+	}
+	target := targets[w.dnsDraws.intn(len(targets))]
+	resp, err = procs.Query(addr, network, target, dns.TypeA)
+	if err != nil {
+		return
+	}
+	w.check("dns-endpoint-a")
+	w.checkAnswer(ctx, i, hk, k, target, resp.Rcode, addresses(resp.Answer))
+}
+
+// checkPTR asks for the PTR of an address the member's import of k or
+// its mirrored slices held lately: never SERVFAIL, and a name it gives
+// is k's (the service, or one of its endpoints) or that of another key
+// whose objects held the address within the staleness bound (a released
+// VIP given again).
+func (w *world) checkPTR(ctx context.Context, i int, addr, network, hk, k string) {
+	w.mu.Lock()
+	var cands []string
+	if h := w.history[hk]; len(h) > 0 {
+		o := h[len(h)-1]
+		cands = append(slices.Clone(o.ips), o.ready...)
+	}
+	var ip string
+	if len(cands) > 0 {
+		ip = cands[w.dnsDraws.intn(len(cands))]
+	}
+	w.mu.Unlock()
+	if ip == "" {
+		return
+	}
+	rev, err := dns.ReverseAddr(ip)
+	if err != nil {
+		return
+	}
+	resp, err := procs.Query(addr, network, rev, dns.TypePTR)
+	if err != nil {
+		return
+	}
+	w.check("dns-ptr")
+	if resp.Rcode == dns.RcodeServerFailure {
+		w.violate("dns-servfail", rev+" answered SERVFAIL")
+		return
+	}
+	id := w.members[i].Name
+	now := time.Now()
+	for _, rr := range resp.Answer {
+		ptr, ok := rr.(*dns.PTR)
+		if !ok {
+			continue
+		}
+		owner, ok := ptrKey(ptr.Ptr)
+		if !ok {
+			w.violate("dns-ptr", fmt.Sprintf("%s -> %s, not a name in clusterset.local", rev, ptr.Ptr))
+			continue
+		}
+		if owner == k {
+			continue
+		}
+		w.mu.Lock()
+		held := false
+		for _, o := range w.history[id+"/"+owner] {
+			if now.Sub(o.at) <= dnsStaleness+time.Second || o.at.Equal(w.lastRead[id]) {
+				held = held || slices.Contains(o.ips, ip) || slices.Contains(o.ready, ip)
+			}
+		}
+		w.mu.Unlock()
+		if !held {
+			w.violate("dns-ptr", fmt.Sprintf("%s in %s -> %s, but %s's objects there have not held %s within %s", rev, id, ptr.Ptr, owner, ip, dnsStaleness))
+		}
+	}
+}
+
+// ptrKey is the "ns/name" of the service a PTR target names: the
+// service itself (<svc>.<ns>.svc.clusterset.local.) or one of its
+// endpoints (<host>.<cluster>.<svc>.<ns>.svc.clusterset.local.).
+func ptrKey(target string) (string, bool) {
+	rest, ok := strings.CutSuffix(target, ".svc.clusterset.local.")
+	if !ok {
+		return "", false
+	}
+	labels := strings.Split(rest, ".")
+	if len(labels) != 2 && len(labels) != 4 {
+		return "", false
+	}
+	return key(labels[len(labels)-1], labels[len(labels)-2]), true
 }
 
 func (w *world) sample(id string) (string, bool) {
@@ -1151,29 +1757,31 @@ func (w *world) sample(id string) (string, bool) {
 		return "", false
 	}
 	sort.Strings(keys)
-	return keys[w.rng.IntN(len(keys))], true
+	return keys[w.dnsDraws.intn(len(keys))], true
 }
 
-func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, resp *dns.Msg) {
-	if resp.Rcode == dns.RcodeServerFailure {
+// checkAnswer checks the addresses got of an answer (rcode) to qname, a
+// name of k, from member i's CoreDNS.
+func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, rcode int, got []string) {
+	if rcode == dns.RcodeServerFailure {
 		w.violate("dns-servfail", qname+" answered SERVFAIL")
 		return
-	}
-	var got []string
-	for _, rr := range resp.Answer {
-		if a, ok := rr.(*dns.A); ok {
-			got = append(got, a.A.String())
-		}
 	}
 	now := time.Now()
 	w.mu.Lock()
 	allowed := map[string]bool{}
 	id, _, _ := strings.Cut(hk, "/")
+	// While the member's API server is stopped, and until its CoreDNS has
+	// caught up after, that CoreDNS answers what it had when the server
+	// stopped: up to the bound behind the last reading before.
+	frozen := w.apiDown[i] || now.Sub(w.apiUpAt[i]) <= dnsStaleness+time.Second
+	frozenFrom := w.readBeforeStop[i].Add(-dnsStaleness - time.Second)
 	for _, o := range w.history[hk] {
 		// What the objects said within the bound, or say still (the
 		// member's latest reading, however old: its API server may be
 		// stopped, its objects unchanged).
-		if now.Sub(o.at) <= dnsStaleness+time.Second || o.at.Equal(w.lastRead[id]) {
+		if now.Sub(o.at) <= dnsStaleness+time.Second || o.at.Equal(w.lastRead[id]) ||
+			(frozen && !o.at.Before(frozenFrom)) {
 			for _, a := range o.ips {
 				allowed[a] = true
 			}
@@ -1186,7 +1794,7 @@ func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, res
 	// they last wrote there while they could.
 	awayHere, wroteUntil := false, time.Time{}
 	switch {
-	case w.cuts[i] > 0 || w.apiDown[i]:
+	case w.cutOff(i) || w.apiDown[i]:
 		awayHere, wroteUntil = true, w.lastReach[id]
 	case now.Sub(w.seenFrom[i]) <= settle:
 		awayHere, wroteUntil = true, w.reachedUntil[i]
@@ -1220,7 +1828,7 @@ func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, res
 		// again) when they last could: its last known state is served.
 		held := false
 		for j, c := range w.members {
-			away := w.cuts[j] > 0 || w.apiDown[j] || now.Sub(w.seenFrom[j]) <= settle
+			away := w.cutOff(j) || w.apiDown[j] || now.Sub(w.seenFrom[j]) <= settle
 			if t, ok := w.readyWhileReachable[c.Name][k][a]; ok && away && w.lastReach[c.Name].Sub(t) <= settle {
 				held = true
 			}
@@ -1235,15 +1843,28 @@ func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, res
 			continue
 		}
 		// The answer may be newer than the last reading: read again.
-		if m, err := w.read(ctx, i); err == nil {
+		now := "unread"
+		if m, err := w.read(ctx, i); err != nil {
+			if frozen {
+				// Its API server is stopped: what it holds cannot be
+				// read (it may be newer than the last reading), so
+				// the answer is only checked against the sources
+				// below.
+				w.check("dns-unreadable")
+				continue
+			}
+			now = "unread: " + err.Error()
+		} else {
+			now = "no import"
 			if si := m.imports[k]; si != nil {
+				now = fmt.Sprintf("import %s ips %v, ready %v", si.Spec.Type, si.Spec.IPs, readyAddresses(m.mirrored[k]))
 				for _, b := range append(slices.Clone(si.Spec.IPs), readyAddresses(m.mirrored[k])...) {
 					allowed[b] = true
 				}
 			}
 		}
 		if !allowed[a] {
-			w.violate("dns-stale", fmt.Sprintf("%s answered %s, which the member's objects have not said within %s (answer %v)", qname, a, dnsStaleness, got))
+			w.violate("dns-stale", fmt.Sprintf("%s in %s answered %s, which the member's objects have not said within %s (answer %v; now: %s)", qname, w.members[i].Name, a, dnsStaleness, got, now))
 			return
 		}
 	}

@@ -21,10 +21,12 @@ import (
 
 // member is what one member cluster holds, read from its API server.
 type member struct {
-	id         string
-	namespaces map[string]bool // active (not terminating)
-	exports    map[string]*mcsv1beta1.ServiceExport
-	services   map[string]*corev1.Service
+	// id is the member's name (its kubeconfig context); cluster is its
+	// cluster ID (its ClusterProperty), which the MCS objects name.
+	id, cluster string
+	namespaces  map[string]bool // active (not terminating)
+	exports     map[string]*mcsv1beta1.ServiceExport
+	services    map[string]*corev1.Service
 	// sources are the Services' EndpointSlices (the endpointslice
 	// controller's), mirrored the importer's, both by "ns/name".
 	sources  map[string][]discoveryv1.EndpointSlice
@@ -61,7 +63,7 @@ func validExports(ms []*member, key string) []export {
 		if !ti.Equal(&tj) {
 			return ti.Before(&tj)
 		}
-		return out[i].m.id < out[j].m.id
+		return out[i].m.cluster < out[j].m.cluster
 	})
 	return out
 }
@@ -103,7 +105,7 @@ func expected(ms []*member) map[string]map[string]want {
 		w := want{headless: valid[0].svc.Spec.ClusterIP == corev1.ClusterIPNone}
 		var srcs []discoveryv1.EndpointSlice
 		for _, e := range valid {
-			w.clusters = append(w.clusters, e.m.id)
+			w.clusters = append(w.clusters, e.m.cluster)
 			srcs = append(srcs, e.m.sources[k]...)
 		}
 		sort.Strings(w.clusters)
