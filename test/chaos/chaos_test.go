@@ -135,6 +135,7 @@ func TestChaos(t *testing.T) {
 	took := time.Since(healed)
 	stopChecks()
 	wg.Wait()
+	w.rechecks.Wait()
 	if !converged {
 		w.violate("convergence", fmt.Sprintf("members differ from the model %s after the last fault healed: %s", convergeBound, strings.Join(last, "; ")))
 	} else {
@@ -228,6 +229,10 @@ type world struct {
 	// readBeforeStop: each member's last reading before its API server
 	// was last stopped.
 	readBeforeStop []time.Time
+	// latest: each member's latest reading (nil before the first).
+	latest []*member
+	// rechecks: answers asked again later (recheckStale).
+	rechecks sync.WaitGroup
 }
 
 // span is a stretch of time; to is the last reading in it.
@@ -271,7 +276,7 @@ func newWorld(t *testing.T, seed uint64, n int) *world {
 	w.crdsGone = make([]*span, n)
 	w.revoked, w.tokenSecret, w.tokenGen = make([]int, n), make([]string, n), make([]int, n)
 	w.tokenDir = t.TempDir()
-	w.apiUpAt, w.readBeforeStop = make([]time.Time, n), make([]time.Time, n)
+	w.apiUpAt, w.readBeforeStop, w.latest = make([]time.Time, n), make([]time.Time, n), make([]*member, n)
 	kc, err := clientcmd.LoadFromFile(set.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -1347,6 +1352,9 @@ func (w *world) look(ctx context.Context) view {
 		}
 		if m, err := w.read(ctx, i); err == nil {
 			v.members[i] = m
+			w.mu.Lock()
+			w.latest[i] = m
+			w.mu.Unlock()
 		} else {
 			v.visible[i] = false
 		}
@@ -1460,7 +1468,10 @@ func (w *world) checkStable(prev, cur view) {
 			case was.Spec.Type == mcsv1beta1.ClusterSetIP && now.Spec.Type == mcsv1beta1.ClusterSetIP &&
 				len(was.Spec.IPs) > 0 && len(now.Spec.IPs) > 0 && !slices.Equal(was.Spec.IPs, now.Spec.IPs):
 				w.check("vip-stable")
-				w.violate("vip-changed", fmt.Sprintf("%s: import %s VIP %v -> %v", m.id, k, was.Spec.IPs, now.Spec.IPs))
+				w.violate("vip-changed", fmt.Sprintf("%s: import %s VIP %v -> %v (readings at %.1fs and %.1fs; clusters %v -> %v; resourceVersion %s -> %s; derived Service %q -> %q)",
+					m.id, k, was.Spec.IPs, now.Spec.IPs, prev.at.Sub(w.began).Seconds(), cur.at.Sub(w.began).Seconds(),
+					importClusters(was), importClusters(now), was.ResourceVersion, now.ResourceVersion,
+					was.Annotations[mcsapi.AnnotationDerivedService], now.Annotations[mcsapi.AnnotationDerivedService]))
 			default:
 				if now.Spec.Type == mcsv1beta1.ClusterSetIP && len(now.Spec.IPs) > 0 {
 					w.check("vip-stable")
@@ -1468,6 +1479,14 @@ func (w *world) checkStable(prev, cur view) {
 			}
 		}
 	}
+}
+
+func importClusters(si *mcsv1beta1.ServiceImport) []string {
+	var out []string
+	for _, c := range si.Status.Clusters {
+		out = append(out, c.Cluster)
+	}
+	return out
 }
 
 // checkNames: the MCS objects name members by cluster ID only, never by
@@ -1510,22 +1529,46 @@ func (w *world) checkNothingWithdrawn(prev, cur view, since time.Time) {
 			continue
 		}
 		for k, was := range p.imports {
-			if w.recentlyInvalidated(k, cur.at) {
+			if w.recentlyInvalidated(k, cur.at) || !m.namespaces[was.Namespace] {
 				continue
 			}
 			w.check("no-withdrawal-in-disruption")
 			now := m.imports[k]
+			if now == nil && !w.stillExported(k, "") {
+				continue // unexported everywhere: its members' own word, seen late
+			}
 			if now == nil {
 				w.violate("withdrawn-in-disruption", fmt.Sprintf("%s: import %s deleted while %d of %d members cannot be seen %s", m.id, k, cur.away, len(w.members), during))
 				continue
 			}
 			for _, c := range was.Status.Clusters {
-				if !slices.ContainsFunc(now.Status.Clusters, func(x mcsv1beta1.ClusterStatus) bool { return x.Cluster == c.Cluster }) {
+				if !slices.ContainsFunc(now.Status.Clusters, func(x mcsv1beta1.ClusterStatus) bool { return x.Cluster == c.Cluster }) &&
+					w.stillExported(k, c.Cluster) {
 					w.violate("withdrawn-in-disruption", fmt.Sprintf("%s: import %s lost cluster %s while %d of %d members cannot be seen %s", m.id, k, c.Cluster, cur.away, len(w.members), during))
 				}
 			}
 		}
 	}
+}
+
+// stillExported reports whether the latest readings of the members (of
+// the member with that cluster ID, when cluster is set) still export k
+// validly. An unexport, or a Service gone, made while the importers could
+// not see that member reaches the imports only once they can, however
+// long after: dropping the cluster then is the member's own word, not a
+// withdrawal. A member never read counts as exporting.
+func (w *world) stillExported(k, cluster string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for j, m := range w.latest {
+		if cluster != "" && clusterID(j) != cluster {
+			continue
+		}
+		if m == nil || len(validExports([]*member{m}, k)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // record keeps what DNS may answer: each member's imports' VIPs and ready
@@ -1613,7 +1656,13 @@ func (w *world) dnsLoop(ctx context.Context) {
 					continue // a timeout on a loaded machine is not an answer
 				}
 				w.check("dns-a-" + network)
-				w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Answer))
+				w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Answer), func() ([]string, error) {
+					r, err := procs.Query(d.Addr, network, qname, dns.TypeA)
+					if err != nil {
+						return nil, err
+					}
+					return addresses(r.Answer), nil
+				})
 			case 2:
 				w.checkSRV(ctx, i, d.Addr, network, hk, k, "_http._tcp."+qname)
 			case 3:
@@ -1643,7 +1692,13 @@ func (w *world) checkSRV(ctx context.Context, i int, addr, network, hk, k, qname
 		return
 	}
 	w.check("dns-srv")
-	w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Extra))
+	w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Extra), func() ([]string, error) {
+		r, err := procs.Query(addr, network, qname, dns.TypeSRV)
+		if err != nil {
+			return nil, err
+		}
+		return addresses(r.Extra), nil
+	})
 	var targets []string
 	for _, rr := range resp.Answer {
 		srv, ok := rr.(*dns.SRV)
@@ -1664,7 +1719,13 @@ func (w *world) checkSRV(ctx context.Context, i int, addr, network, hk, k, qname
 		return
 	}
 	w.check("dns-endpoint-a")
-	w.checkAnswer(ctx, i, hk, k, target, resp.Rcode, addresses(resp.Answer))
+	w.checkAnswer(ctx, i, hk, k, target, resp.Rcode, addresses(resp.Answer), func() ([]string, error) {
+		r, err := procs.Query(addr, network, target, dns.TypeA)
+		if err != nil {
+			return nil, err
+		}
+		return addresses(r.Answer), nil
+	})
 }
 
 // checkPTR asks for the PTR of an address the member's import of k or
@@ -1762,7 +1823,7 @@ func (w *world) sample(id string) (string, bool) {
 
 // checkAnswer checks the addresses got of an answer (rcode) to qname, a
 // name of k, from member i's CoreDNS.
-func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, rcode int, got []string) {
+func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, rcode int, got []string, reask func() ([]string, error)) {
 	if rcode == dns.RcodeServerFailure {
 		w.violate("dns-servfail", qname+" answered SERVFAIL")
 		return
@@ -1864,7 +1925,24 @@ func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, rco
 			}
 		}
 		if !allowed[a] {
-			w.violate("dns-stale", fmt.Sprintf("%s in %s answered %s, which the member's objects have not said within %s (answer %v; now: %s)", qname, w.members[i].Name, a, dnsStaleness, got, now))
+			w.mu.Lock()
+			said := "never"
+			for _, o := range w.history[hk] {
+				if slices.Contains(o.ips, a) || slices.Contains(o.ready, a) {
+					said = fmt.Sprintf("%.1fs", o.at.Sub(w.began).Seconds())
+				}
+			}
+			lastRead := w.lastRead[id].Sub(w.began).Seconds()
+			w.mu.Unlock()
+			if said == "never" {
+				// No reading showed it: a state between two readings
+				// (the importer can write twice within one). It
+				// counts only if CoreDNS still answers it after the
+				// bound while the objects still do not say it.
+				w.rechecks.Go(func() { w.recheckStale(i, k, qname, a, reask) })
+				return
+			}
+			w.violate("dns-stale", fmt.Sprintf("%s in %s answered %s, which the member's objects have not said within %s (last said at %s; member last read at %.1fs; answer %v; now: %s)", qname, w.members[i].Name, a, dnsStaleness, said, lastRead, got, now))
 			return
 		}
 	}
@@ -1898,6 +1976,27 @@ func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, rco
 		w.mu.Unlock()
 		w.violate("dns-unlisted", fmt.Sprintf("%s answered %v in %s, which no exporting member listed ready (last listed ready at %v)", qname, unlisted, w.members[i].Name, last))
 	}
+}
+
+// recheckStale asks again, dnsStaleness later, for an answer that named
+// a that no reading of member i showed for k: a violation if CoreDNS still
+// answers it and the member's objects still do not say it.
+func (w *world) recheckStale(i int, k, qname, a string, reask func() ([]string, error)) {
+	time.Sleep(dnsStaleness)
+	got, err := reask()
+	if err != nil || !slices.Contains(got, a) {
+		w.check("dns-between-readings")
+		return
+	}
+	m, err := w.read(context.Background(), i)
+	if err != nil {
+		return // unreadable now: not a verdict either way
+	}
+	if si := m.imports[k]; si != nil && (slices.Contains(si.Spec.IPs, a) || slices.Contains(readyAddresses(m.mirrored[k]), a)) {
+		w.check("dns-between-readings")
+		return
+	}
+	w.violate("dns-stale", fmt.Sprintf("%s in %s answered %s, which no reading of the member's objects showed, and still does %s later (answer %v)", qname, w.members[i].Name, a, dnsStaleness, got))
 }
 
 // awaitModel waits until every member matches the model.
