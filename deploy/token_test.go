@@ -3,8 +3,6 @@ package deploy_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
-	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 	"github.com/mcs-dns/mcs-dns/test/procs"
@@ -78,31 +75,12 @@ func TestImporterTokenReplaced(t *testing.T) {
 		_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	export := func(c *cluster.Cluster, name string) {
-		_, err := c.Kube.CoreV1().Services("shop").Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		_, err = c.MCS.MulticlusterV1beta1().ServiceExports("shop").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
-	imported := func(c *cluster.Cluster, name string) bool {
-		si, err := c.MCS.MulticlusterV1beta1().ServiceImports("shop").Get(ctx, name, metav1.GetOptions{})
-		return err == nil && len(si.Spec.IPs) > 0
-	}
+	export := func(c *cluster.Cluster, name string) { exportShop(ctx, t, c, name) }
+	imported := func(c *cluster.Cluster, name string) bool { return importedShop(ctx, c, name) }
 	addr := fmt.Sprintf("127.0.0.1:%d", procs.FreePort(t))
 	imp := procs.Start(t, "mcs-importer", bins.Importer, "--kubeconfig", kubeconfig, "--contexts", "east,west",
 		"--metrics-addr", addr, "--health-probe-interval", "200ms", "--endpoint-grace-period", "30s")
-	readyz := func() string {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return ""
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
+	readyz := func() string { return readyzAt(addr) }
 	export(west, "cart")
 	require.Eventually(t, func() bool { return imported(east, "cart") }, time.Minute, 200*time.Millisecond, "never imported:\n%s", imp.Output())
 

@@ -329,12 +329,39 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			return Assignment{}, err
 		}
 	}
-	ops := write.Ops[*corev1.Service]{
-		Get: func(ctx context.Context) (*corev1.Service, error) { return api.Get(ctx, name, metav1.GetOptions{}) },
-		Owned: func(svc *corev1.Service) bool {
-			return OwnedService(svc) && svc.Labels[mcsapi.LabelDerivedFor] == desired.Name
-		},
-		Wrote: func(verb string, err error) { d.report(m, verb, desired.Namespace, name, err) },
+	// update brings one mutable part of the Service to want's, in place
+	// (the VIP stays), through write.Ensure.
+	update := func(what string, upToDate func(*corev1.Service) bool, mutate func(*corev1.Service)) error {
+		got, out, err := write.Ensure(ctx, write.Ops[*corev1.Service]{
+			Get: func(ctx context.Context) (*corev1.Service, error) { return api.Get(ctx, name, metav1.GetOptions{}) },
+			Owned: func(svc *corev1.Service) bool {
+				return OwnedService(svc) && svc.Labels[mcsapi.LabelDerivedFor] == desired.Name
+			},
+			UpToDate: upToDate,
+			Update: func(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
+				upd := svc.DeepCopy()
+				mutate(upd)
+				return api.Update(ctx, upd, metav1.UpdateOptions{})
+			},
+			Wrote: func(verb string, err error) { d.report(m, verb, desired.Namespace, name, err) },
+		}, cur)
+		if out == write.Yielded {
+			return &members.NotOwnedError{Kind: KindService, Namespace: desired.Namespace, Name: name}
+		}
+		cur = got
+		if err != nil {
+			return fmt.Errorf("updating derived Service %s/%s %s: %w", desired.Namespace, name, what, err)
+		}
+		return nil
+	}
+	// failed is what a failed update leaves the import: the VIP the
+	// Service holds, unless the name is someone else's now.
+	failed := func(err error) (Assignment, error) {
+		var no *members.NotOwnedError
+		if errors.As(err, &no) {
+			return Assignment{}, err
+		}
+		return assignment(cur, name), err
 	}
 	if want.Spec.IPFamilyPolicy != nil {
 		// Single-stack <-> dual-stack: the policy and the families may
@@ -342,9 +369,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 		// RequireDualStack count as one: a Service someone (or an
 		// admission policy) made RequireDualStack is left so, not
 		// rewritten on every pass.
-		ops.UpToDate = func(svc *corev1.Service) bool { return singleStack(want) == singleStack(svc) }
-		ops.Update = func(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
-			upd := svc.DeepCopy()
+		err := update("IP families", func(svc *corev1.Service) bool { return singleStack(want) == singleStack(svc) }, func(upd *corev1.Service) {
 			upd.Spec.IPFamilyPolicy = want.Spec.IPFamilyPolicy
 			if singleStack(want) {
 				upd.Spec.IPFamilies = upd.Spec.IPFamilies[:min(1, len(upd.Spec.IPFamilies))]
@@ -352,31 +377,17 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			}
 			// Dual: the families stay as they are (the primary cannot
 			// change); the API server adds the other where it has a range.
-			return api.Update(ctx, upd, metav1.UpdateOptions{})
-		}
-		got, out, err := write.Ensure(ctx, ops, cur)
-		if out == write.Yielded {
-			return Assignment{}, &members.NotOwnedError{Kind: KindService, Namespace: desired.Namespace, Name: name}
-		}
-		cur = got
+		})
 		if err != nil {
-			return assignment(cur, name), fmt.Errorf("updating derived Service %s/%s IP families: %w", desired.Namespace, name, err)
+			return failed(err)
 		}
 	}
-	ops.UpToDate = func(svc *corev1.Service) bool { return mutableSpecEqual(want, svc) }
-	ops.Update = func(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
-		upd := svc.DeepCopy()
+	err := update("ports and session affinity", func(svc *corev1.Service) bool { return mutableSpecEqual(want, svc) }, func(upd *corev1.Service) {
 		upd.Spec.Ports = want.Spec.Ports
 		upd.Spec.SessionAffinity, upd.Spec.SessionAffinityConfig = want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
-		return api.Update(ctx, upd, metav1.UpdateOptions{})
-	}
-	got, out, err := write.Ensure(ctx, ops, cur)
-	if out == write.Yielded {
-		return Assignment{}, &members.NotOwnedError{Kind: KindService, Namespace: desired.Namespace, Name: name}
-	}
-	cur = got
+	})
 	if err != nil {
-		return assignment(cur, name), fmt.Errorf("updating derived Service %s/%s ports and session affinity: %w", desired.Namespace, name, err)
+		return failed(err)
 	}
 	a := assignment(cur, name)
 	for i, p := range desired.Spec.Ports {
