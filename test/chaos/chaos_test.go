@@ -1656,19 +1656,28 @@ func (w *world) dnsLoop(ctx context.Context) {
 					continue // a timeout on a loaded machine is not an answer
 				}
 				w.check("dns-a-" + network)
-				w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Answer), func() ([]string, error) {
-					r, err := procs.Query(d.Addr, network, qname, dns.TypeA)
-					if err != nil {
-						return nil, err
-					}
-					return addresses(r.Answer), nil
-				})
+				w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Answer), asker(d.Addr, network, qname, dns.TypeA))
 			case 2:
 				w.checkSRV(ctx, i, d.Addr, network, hk, k, "_http._tcp."+qname)
 			case 3:
 				w.checkPTR(ctx, i, d.Addr, network, hk, k)
 			}
 		}
+	}
+}
+
+// asker asks addr for name again: the addresses of the answer (of the
+// additional section, for SRV, where the targets' addresses are).
+func asker(addr, network, name string, qtype uint16) func() ([]string, error) {
+	return func() ([]string, error) {
+		r, err := procs.Query(addr, network, name, qtype)
+		if err != nil {
+			return nil, err
+		}
+		if qtype == dns.TypeSRV {
+			return addresses(r.Extra), nil
+		}
+		return addresses(r.Answer), nil
 	}
 }
 
@@ -1692,13 +1701,7 @@ func (w *world) checkSRV(ctx context.Context, i int, addr, network, hk, k, qname
 		return
 	}
 	w.check("dns-srv")
-	w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Extra), func() ([]string, error) {
-		r, err := procs.Query(addr, network, qname, dns.TypeSRV)
-		if err != nil {
-			return nil, err
-		}
-		return addresses(r.Extra), nil
-	})
+	w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Extra), asker(addr, network, qname, dns.TypeSRV))
 	var targets []string
 	for _, rr := range resp.Answer {
 		srv, ok := rr.(*dns.SRV)
@@ -1719,13 +1722,7 @@ func (w *world) checkSRV(ctx context.Context, i int, addr, network, hk, k, qname
 		return
 	}
 	w.check("dns-endpoint-a")
-	w.checkAnswer(ctx, i, hk, k, target, resp.Rcode, addresses(resp.Answer), func() ([]string, error) {
-		r, err := procs.Query(addr, network, target, dns.TypeA)
-		if err != nil {
-			return nil, err
-		}
-		return addresses(r.Answer), nil
-	})
+	w.checkAnswer(ctx, i, hk, k, target, resp.Rcode, addresses(resp.Answer), asker(addr, network, target, dns.TypeA))
 }
 
 // checkPTR asks for the PTR of an address the member's import of k or
