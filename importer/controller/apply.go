@@ -137,7 +137,14 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 		return done(cur != nil, nil, err)
 	}
 
-	// The import names no VIP another --vip-mode made any more.
+	// The import names no VIP another --vip-mode made any more, and a
+	// Headless one none at all: only now may they go.
+	if desired.Spec.Type != mcsv1beta1.ClusterSetIP {
+		if err := c.vip.Release(ctx, m.ID, ns, name); err != nil {
+			c.failed(m, "release VIP")
+			return done(true, nil, fmt.Errorf("releasing VIP: %w", err))
+		}
+	}
 	if err := c.releaseLeftovers(ctx, m, ns, name); err != nil {
 		return done(true, nil, err)
 	}
@@ -147,17 +154,14 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 	return done(true, nil, c.writeImportStatus(ctx, m, desired, cur, t.now, ready))
 }
 
-// assignVIP is the VIP step of a ClusterSetIP import (a Headless one
-// releases any). On a failure other than a name held by someone else, the
-// assignment returned is what the member still holds, with a Ready
-// condition saying why the VIP cannot be made: the import is written with
-// that, so that it never names an address it does not hold.
+// assignVIP is the VIP step of a ClusterSetIP import (a Headless one has
+// none; applyImport releases any once the import says Headless). On a
+// failure other than a name held by someone else, the assignment returned
+// is what the member still holds, with a Ready condition saying why the
+// VIP cannot be made: the import is written with that, so that it never
+// names an address it does not hold.
 func (c *Controller) assignVIP(ctx context.Context, m *members.Member, imp *mcsv1beta1.ServiceImport) (vip.Assignment, error) {
 	if imp.Spec.Type != mcsv1beta1.ClusterSetIP {
-		if err := c.vip.Release(ctx, m.ID, imp.Namespace, imp.Name); err != nil {
-			c.failed(m, "release VIP")
-			return vip.Assignment{}, fmt.Errorf("releasing VIP: %w", err)
-		}
 		return vip.Assignment{}, nil
 	}
 	asg, err := c.vip.Assign(ctx, m.ID, imp)
@@ -176,9 +180,25 @@ func (c *Controller) assignVIP(ctx context.Context, m *members.Member, imp *mcsv
 }
 
 // removeImport deletes our import of ns/name (cur, from the cache), then
-// its VIP and its slices.
+// its VIP and its slices. The VIP goes only once the import has: an
+// import must never name an address its cluster may give to another
+// Service.
 func (c *Controller) removeImport(ctx context.Context, v view, ns, name string, cur *mcsv1beta1.ServiceImport) error {
 	m := v.m
+	if cur == nil && c.holdsVIP(m, ns, name) {
+		// A VIP is held but the cache shows no import: the cache may be
+		// behind (an import created, or seen again after a relist, that
+		// it has not caught up with), so the API server is asked.
+		live, err := m.GetImport(ctx, ns, name)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			c.failed(m, "get ServiceImport")
+			return fmt.Errorf("reading ServiceImport before releasing its VIP: %w", err)
+		case members.Owned(live):
+			cur = live
+		}
+	}
 	var errs []error
 	gone := true
 	if cur != nil {
@@ -202,6 +222,19 @@ func (c *Controller) removeImport(ctx context.Context, v view, ns, name string, 
 	}
 	_, err := c.writeSlices(ctx, v, ns, planSlices(nil, v.c.MirroredSlices(ns, name), vip.Assignment{}))
 	return errors.Join(append(errs, err)...)
+}
+
+// holdsVIP reports whether the VIP provider holds something for ns/name
+// in m that Release would remove (a derived Service in the cache).
+func (c *Controller) holdsVIP(m *members.Member, ns, name string) bool {
+	h, ok := c.vip.(vipHolder)
+	return ok && h.Holds(m.ID, ns, name)
+}
+
+// vipHolder is a VIP provider that can tell, from the caches, whether it
+// holds something for an import.
+type vipHolder interface {
+	Holds(clusterID, namespace, name string) bool
 }
 
 // writeImport creates the import or brings its metadata and spec to
@@ -232,8 +265,23 @@ func (c *Controller) writeImport(ctx context.Context, m *members.Member, desired
 		c.failed(m, "update ServiceImport")
 	case out == write.Created:
 		c.log.Info("created ServiceImport", "cluster", m.ID, "namespace", ns, "name", name, "type", desired.Spec.Type)
+	case out == write.Updated && cur != nil:
+		c.logImportChange(m, cur, got)
 	}
 	return got, out, err
+}
+
+// logImportChange logs what clients of an import notice: its type, or its
+// VIP, changed.
+func (c *Controller) logImportChange(m *members.Member, was, now *mcsv1beta1.ServiceImport) {
+	switch {
+	case was.Spec.Type != now.Spec.Type:
+		c.log.Info("ServiceImport type changed", "cluster", m.ID, "namespace", now.Namespace, "name", now.Name,
+			"from", was.Spec.Type, "to", now.Spec.Type)
+	case len(was.Spec.IPs) > 0 && !slices.Equal(was.Spec.IPs, now.Spec.IPs):
+		c.log.Warn("ServiceImport VIP changed", "cluster", m.ID, "namespace", now.Namespace, "name", now.Name,
+			"from", was.Spec.IPs, "to", now.Spec.IPs)
+	}
 }
 
 // writeImportStatus brings the import's status to desired's, with ready

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 
+	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
@@ -230,4 +232,106 @@ func TestWriteImportYieldsAndAdopts(t *testing.T) {
 		require.Error(t, err)
 		assert.Equal(t, 1.0, testutil.ToFloat64(c.metrics.Errors.WithLabelValues("east", "update ServiceImport")))
 	})
+}
+
+// derivedFixture is a member "east" whose API server holds our import
+// ns/web (ClusterSetIP, VIP 10.96.0.10) and its derived Service, and whose
+// cache holds the derived Service and whatever cached says.
+func derivedFixture(t *testing.T, cached ...runtime.Object) (*Controller, *members.Member, *fake.Clientset, *mcsfake.Clientset) {
+	t.Helper()
+	dn := vip.DerivedName("ns", "web")
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: dn, UID: "svc-uid", Labels: map[string]string{
+			mcsapi.LabelAppManagedBy: mcsapi.ManagedByImporter, mcsapi.LabelDerivedFor: "web",
+		}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+	}
+	imp := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "imp-uid", Labels: map[string]string{
+			mcsapi.LabelManagedBy: mcsapi.ManagedByImporter,
+		}, Annotations: map[string]string{mcsapi.AnnotationDerivedService: dn}},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.96.0.10"},
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+	}
+	kube := fake.NewClientset(svc)
+	mcs := mcsfake.NewSimpleClientset(imp)
+	m := &members.Member{ID: "east", Kube: kube, MCS: mcs, Importing: true}
+	m.UseFixedCaches(append([]runtime.Object{svc}, cached...)...)
+	c := New(Options{Members: members.Static{m}, VIP: vip.NewDerived(members.Static{m})})
+	t.Cleanup(c.ShutDown)
+	return c, m, kube, mcs
+}
+
+// A removal whose cache has not seen the import yet must not give up the
+// VIP the import names: the import is read, and deleted, first.
+func TestRemoveImportCacheBehind(t *testing.T) {
+	t.Run("the import is deleted before its VIP", func(t *testing.T) {
+		c, m, kube, mcs := derivedFixture(t)
+		require.NoError(t, c.removeImport(t.Context(), view{m: m, c: m.Caches(), up: true}, "ns", "web", nil))
+		assert.Equal(t, []string{"delete web"}, actions(&mcs.Fake))
+		assert.Equal(t, []string{"delete " + vip.DerivedName("ns", "web")}, actions(&kube.Fake))
+		_, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "the import is gone: %v", err)
+	})
+	t.Run("the import cannot be read: the VIP stays", func(t *testing.T) {
+		c, m, kube, mcs := derivedFixture(t)
+		mcs.PrependReactor("get", "serviceimports", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewServiceUnavailable("the API server is going away")
+		})
+		require.Error(t, c.removeImport(t.Context(), view{m: m, c: m.Caches(), up: true}, "ns", "web", nil))
+		assert.Empty(t, actions(&kube.Fake), "no derived Service deleted under an import that may name it")
+	})
+	t.Run("the import cannot be deleted: the VIP stays", func(t *testing.T) {
+		c, m, kube, mcs := derivedFixture(t)
+		refuse(&mcs.Fake, "delete", "serviceimports", apierrors.NewForbidden(schema.GroupResource{Resource: "serviceimports"}, "web", errors.New("denied")), "web")
+		require.Error(t, c.removeImport(t.Context(), view{m: m, c: m.Caches(), up: true}, "ns", "web", nil))
+		assert.Empty(t, actions(&kube.Fake))
+	})
+}
+
+// An import that becomes Headless says so before its derived Service (and
+// VIP) goes, and keeps both when that write fails.
+func TestHeadlessReleasesVIPAfterTheImport(t *testing.T) {
+	headless := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{
+			mcsapi.LabelManagedBy: mcsapi.ManagedByImporter,
+		}},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless,
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	target := func() importTarget {
+		return importTarget{ns: "ns", name: "web", res: &aggregate.Result{Import: headless.DeepCopy()}, active: true, pass: passServe}
+	}
+	t.Run("written, then released", func(t *testing.T) {
+		c, m, kube, mcs := derivedFixture(t, ns)
+		cur, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		m.UseFixedCaches(ns, cur, mustGetService(t, kube))
+		_, err = c.applyImport(t.Context(), view{m: m, c: m.Caches(), up: true}, target())
+		require.NoError(t, err)
+		live, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, mcsv1beta1.Headless, live.Spec.Type)
+		assert.Empty(t, live.Spec.IPs)
+		assert.Equal(t, []string{"delete " + vip.DerivedName("ns", "web")}, actions(&kube.Fake))
+	})
+	t.Run("the import write fails: the VIP stays", func(t *testing.T) {
+		c, m, kube, mcs := derivedFixture(t, ns)
+		cur, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		m.UseFixedCaches(ns, cur, mustGetService(t, kube))
+		refuse(&mcs.Fake, "update", "serviceimports", apierrors.NewForbidden(schema.GroupResource{Resource: "serviceimports"}, "web", errors.New("denied")), "web")
+		_, err = c.applyImport(t.Context(), view{m: m, c: m.Caches(), up: true}, target())
+		require.Error(t, err)
+		assert.Empty(t, actions(&kube.Fake), "the import still names the VIP: its Service stays")
+	})
+}
+
+func mustGetService(t *testing.T, kube *fake.Clientset) *corev1.Service {
+	t.Helper()
+	svc, err := kube.CoreV1().Services("ns").Get(t.Context(), vip.DerivedName("ns", "web"), metav1.GetOptions{})
+	require.NoError(t, err)
+	return svc
 }

@@ -639,6 +639,10 @@ func (c *Controller) wrote(m *members.Member, kind, verb string, ns, name string
 		c.metrics.WriteConflicts.WithLabelValues(m.ID, kind).Inc()
 	}
 	c.log.Debug("write", "cluster", m.ID, "kind", kind, "verb", verb, "namespace", ns, "name", name, "err", err)
+	if kind == vip.KindService && verb == "delete" && err == nil {
+		// Its VIP is given up: worth a line, as the import's are.
+		c.log.Info("deleted derived Service", "cluster", m.ID, "namespace", ns, "name", name)
+	}
 }
 
 func (c *Controller) failed(m *members.Member, op string) {

@@ -457,6 +457,21 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 	return created, nil
 }
 
+// Holds reports whether the cache holds a derived Service of ours for
+// import namespace/name in clusterID (which Release would delete).
+func (d *Derived) Holds(clusterID, namespace, name string) bool {
+	m := d.members.Lookup(clusterID)
+	if m == nil {
+		return false
+	}
+	c := m.Caches()
+	if c == nil {
+		return false
+	}
+	cur := c.Service(namespace, DerivedName(namespace, name))
+	return cur != nil && OwnedService(cur)
+}
+
 // Release implements Provider: it deletes the derived Service, if any.
 func (d *Derived) Release(ctx context.Context, clusterID, namespace, name string) error {
 	m := d.members.Lookup(clusterID)

@@ -46,6 +46,12 @@ func (p *CIDROrDerived) Release(ctx context.Context, clusterID, namespace, name 
 	return errors.Join(p.Derived.Release(ctx, clusterID, namespace, name), p.CIDR.Release(ctx, clusterID, namespace, name))
 }
 
+// Holds reports whether a derived Service is held for the import (see
+// Derived.Holds).
+func (p *CIDROrDerived) Holds(clusterID, namespace, name string) bool {
+	return p.Derived.Holds(clusterID, namespace, name)
+}
+
 // WantsClusterSetIP implements ClusterSetIPs.
 func (p *CIDROrDerived) WantsClusterSetIP(e *mcsv1beta1.ServiceExport) bool {
 	return p.CIDR.WantsClusterSetIP(e)
