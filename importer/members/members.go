@@ -20,10 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/transport"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/internal/tokenfile"
 )
 
 // Member is one member cluster.
@@ -73,25 +73,10 @@ func LoadConfig(path, contextName string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig context %q: %w", contextName, err)
 	}
-	rereadTokenFile(cfg)
+	// A token replaced and the old one revoked must not keep a member
+	// away for a minute (longer than a short grace period).
+	tokenfile.RereadOnRefusal(cfg)
 	return cfg, nil
-}
-
-// rereadTokenFile makes the clients of cfg read its token file (a
-// kubeconfig's tokenFile: a mounted ServiceAccount token or Secret) again
-// as soon as the API server refuses the token they sent (401), rather than
-// when client-go's copy is a minute old: a token replaced and the old one
-// revoked at once then costs one refused request, not a minute of them
-// (which would outlast a short grace period and withdraw the member). One
-// token source serves every client made from cfg, so one refusal renews
-// them all.
-func rereadTokenFile(cfg *rest.Config) {
-	if cfg.BearerTokenFile == "" {
-		return
-	}
-	ts := transport.NewCachedFileTokenSource(cfg.BearerTokenFile)
-	cfg.BearerToken, cfg.BearerTokenFile = "", ""
-	cfg.Wrap(transport.ResettableTokenSourceWrapTransport(ts))
 }
 
 // Connect builds the clients of the member reached through contextName

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/internal/tokenfile"
 )
 
 // controller runs the informers of one mcs stanza: it starts them,
@@ -70,6 +71,8 @@ type importInformer struct {
 func newController(restCfg *rest.Config, namespaces, managers []string, ix *answers.Index, acfg answers.Config) *controller {
 	cfg := rest.CopyConfig(restCfg)
 	cfg.UserAgent = "coredns-mcs"
+	// The copy only: sourceKey reads the token file's name from restCfg.
+	tokenfile.RereadOnRefusal(cfg)
 	c := &controller{rest: cfg, namespaces: namespaces, managers: managers,
 		syncedCh: make(chan struct{}), failed: make(chan error, 1),
 		answerBuilder: answerBuilder{index: ix, acfg: acfg, seed: maphash.MakeSeed(), initial: map[string]time.Time{}}}
