@@ -99,7 +99,7 @@ func TestGoldenLocalityNone(t *testing.T) {
 
 // shapedTestMCS is newTestMCS with answers shaped by sh.
 func shapedTestMCS(t testing.TB, sh *answers.Shaping) *MCS {
-	p := newMCS(&config{zones: []string{"clusterset.local.", "in-addr.arpa.", "ip6.arpa."}, ttl: 5}, nil)
+	p := newMCS(&config{zones: []string{"clusterset.local.", "in-addr.arpa.", "ip6.arpa."}, ttl: 5, maxUDP: dns.MaxMsgSize}, nil)
 	p.setNSAddrs([]net.IP{net.ParseIP("192.0.2.53"), net.ParseIP("2001:db8::53")})
 	acfg := answers.Config{Zones: p.cfg.forwardZones(), TTL: 5, Shaping: sh}
 	for _, f := range fixture() {

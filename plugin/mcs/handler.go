@@ -88,14 +88,14 @@ func (p *MCS) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 	switch {
 	case res.node != nil:
-		if writePacked(w, r, &q, qname, res.set, z.fwd, res.node, p.noSubsets) {
+		if writePacked(w, r, &q, qname, res.set, z.fwd, res.node, p.noSubsets, p.cfg.maxUDP) {
 			return dns.RcodeSuccess, nil
 		}
-		res.answer, res.extra = shapedRecords(w, r, qname, res.set, z.fwd, res.node, res.qtype, p.noSubsets)
+		res.answer, res.extra = shapedRecords(w, r, qname, res.set, z.fwd, res.node, res.qtype, p.noSubsets, p.cfg.maxUDP)
 		res.fresh = true
 	case res.ptr != nil:
 		ttl := p.index.PTRTTL()
-		if writePTR(w, r, &q, qname, res.ptr, ttl) {
+		if writePTR(w, r, &q, qname, res.ptr, ttl, p.cfg.maxUDP) {
 			return dns.RcodeSuccess, nil
 		}
 		res.answer, res.fresh = answers.PTRRecords(qname, res.ptr, ttl), true
@@ -197,14 +197,14 @@ func (z *zone) apex(qtype uint16) result {
 // whose answer is this RRset (resolveANY) gets the same records as a
 // query of qtype: a headless subset rather than TC. With noSubsets
 // (MCS.noSubsets) they are those of a reply over TCP, which write
-// truncates to the client's buffer, with TC.
-func shapedRecords(w dns.ResponseWriter, r *dns.Msg, qname string, set *answers.Set, zone int, node *answers.Node, qtype uint16, noSubsets bool) (answer, extra []dns.RR) {
+// truncates to the client's buffer, with TC. maxUDP caps a UDP client's
+// buffer (replySize).
+func shapedRecords(w dns.ResponseWriter, r *dns.Msg, qname string, set *answers.Set, zone int, node *answers.Node, qtype uint16, noSubsets bool, maxUDP int) (answer, extra []dns.RR) {
 	if shaped, _ := set.Shapes(zone, node, qtype); !shaped || len(r.Question) != 1 ||
 		r.Question[0].Qtype != qtype && r.Question[0].Qtype != dns.TypeANY {
 		return node.Records(qtype)
 	}
-	state := request.Request{W: w, Req: r}
-	limit := state.Size()
+	limit := replySize(w, r, maxUDP)
 	if noSubsets {
 		limit = dns.MaxMsgSize
 	}
@@ -271,8 +271,25 @@ func (p *MCS) write(w dns.ResponseWriter, r *dns.Msg, z *zone, res *result) {
 	}
 	state := request.Request{W: w, Req: r}
 	state.SizeAndDo(m)
-	fit(m, state.Size())
+	fit(m, replySize(w, r, p.cfg.maxUDP))
 	_ = w.WriteMsg(m)
+}
+
+// replySize is the largest reply r's client may be sent: over UDP its
+// EDNS0 buffer (512 without EDNS0) but at most maxUDP, so that a spoofed
+// query is never answered with many times its size whatever buffer it
+// claims; over TCP 64 KiB.
+// It costs what request.Request.Size does: one look at the transport
+// and one at the OPT record.
+func replySize(w dns.ResponseWriter, r *dns.Msg, maxUDP int) int {
+	if state := (request.Request{W: w, Req: r}); state.Proto() == "tcp" {
+		return dns.MaxMsgSize
+	}
+	size := dns.MinMsgSize
+	if o := r.IsEdns0(); o != nil {
+		size = max(size, int(o.UDPSize()))
+	}
+	return min(size, maxUDP)
 }
 
 // fit makes m fit in size octets (the client's EDNS0 buffer over UDP, at

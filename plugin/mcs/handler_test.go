@@ -71,12 +71,22 @@ func fixture() []struct {
 	}
 }
 
+// newTestMCS serves the fixture in zones (by default the forward zone and
+// both reverse ones), with UDP replies as large as the client's buffer
+// (max_udp_size 65535), so that the tests can ask for any size;
+// TestServeDNSCapsUDPReplies checks the default cap.
 func newTestMCS(t testing.TB, zones ...string) *MCS {
 	t.Helper()
-	if len(zones) == 0 {
-		zones = []string{"clusterset.local.", "in-addr.arpa.", "ip6.arpa."}
+	return newTestMCSWith(t, &config{zones: zones, ttl: 5, maxUDP: dns.MaxMsgSize})
+}
+
+// newTestMCSWith serves the fixture with cfg (the zones as newTestMCS).
+func newTestMCSWith(t testing.TB, cfg *config) *MCS {
+	t.Helper()
+	if len(cfg.zones) == 0 {
+		cfg.zones = []string{"clusterset.local.", "in-addr.arpa.", "ip6.arpa."}
 	}
-	p := newMCS(&config{zones: zones, ttl: 5}, nil)
+	p := newMCS(cfg, nil)
 	p.setNSAddrs([]net.IP{net.ParseIP("192.0.2.53"), net.ParseIP("2001:db8::53")})
 	acfg := answers.Config{Zones: p.cfg.forwardZones(), TTL: 5}
 	for _, f := range fixture() {

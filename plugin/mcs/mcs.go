@@ -70,6 +70,9 @@ const SpecVersion = "1.0.0"
 
 func newMCS(cfg *config, restCfg *rest.Config) *MCS {
 	fwd := cfg.forwardZones()
+	if cfg.maxUDP == 0 {
+		cfg.maxUDP = DefaultMaxUDPSize
+	}
 	p := &MCS{cfg: cfg, index: answers.NewIndex(cfg.ttl)}
 	fi := 0
 	for _, name := range cfg.zones {

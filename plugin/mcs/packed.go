@@ -4,7 +4,6 @@ import (
 	"sync"
 
 	cedns "github.com/coredns/coredns/plugin/pkg/edns"
-	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
@@ -78,7 +77,7 @@ func queryOPT(r *dns.Msg) (*dns.OPT, bool) {
 // capped, and as many endpoints as fit the client's buffer, without TC.
 // With noSubsets (MCS.noSubsets) a shaped answer is sent as bytes only
 // from its template; the dns.Msg path sends the others (shapedRecords).
-func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, set *answers.Set, zone int, node *answers.Node, noSubsets bool) bool {
+func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, set *answers.Set, zone int, node *answers.Node, noSubsets bool, maxUDP int) bool {
 	if q.Qclass != dns.ClassINET || r.Opcode != dns.OpcodeQuery || len(q.Name) != len(qname) || !rawWriter(w) {
 		return false
 	}
@@ -86,8 +85,7 @@ func writePacked(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string
 	if !ok {
 		return false
 	}
-	state := request.Request{W: w, Req: r}
-	size := state.Size()
+	size := replySize(w, r, maxUDP)
 	shaped, plain := set.Shapes(zone, node, q.Qtype)
 	if !shaped || plain {
 		if tmpl := node.Packed(qname, q.Qtype); tmpl != nil && tmpl.Name == qname {
@@ -140,7 +138,7 @@ func writeNegative(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname stri
 // as bytes (dnswire.AppendPTR). It reports whether it did: a reply that
 // does not fit the client's buffer takes the dns.Msg path, which
 // truncates it.
-func writePTR(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, targets []*answers.Node, ttl uint32) bool {
+func writePTR(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, targets []*answers.Node, ttl uint32, maxUDP int) bool {
 	if q.Qclass != dns.ClassINET || r.Opcode != dns.OpcodeQuery || len(q.Name) != len(qname) || !rawWriter(w) {
 		return false
 	}
@@ -148,8 +146,7 @@ func writePTR(w dns.ResponseWriter, r *dns.Msg, q *dns.Question, qname string, t
 	if !ok {
 		return false
 	}
-	state := request.Request{W: w, Req: r}
-	size := state.Size()
+	size := replySize(w, r, maxUDP)
 	bp := getBuf()
 	reply, ok := dnswire.AppendPTR((*bp)[:0], r, targets, ttl, opt, size)
 	return send(w, bp, reply, ok)

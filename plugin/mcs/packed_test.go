@@ -404,3 +404,46 @@ func TestPTRPacked(t *testing.T) {
 	assert.True(t, fast, "TCP")
 	assert.Len(t, got.Answer, 12)
 }
+
+// TestServeDNSCapsUDPReplies: by default no UDP reply is larger than
+// DefaultMaxUDPSize, whatever buffer the query advertises, on the packed
+// path and the dns.Msg path alike (a big headless name's A, ANY and SRV
+// answers: subsets without TC); over TCP the whole answer; max_udp_size
+// raises the cap.
+func TestServeDNSCapsUDPReplies(t *testing.T) {
+	mk := func(name string, qtype uint16) *dns.Msg {
+		r := new(dns.Msg)
+		r.SetQuestion(name, qtype)
+		r.SetEdns0(65000, false)
+		return r
+	}
+	msgPath := func(w dns.ResponseWriter) dns.ResponseWriter { return dnstest.NewRecorder(w) }
+	for _, c := range []struct {
+		name  string
+		qtype uint16
+	}{
+		{"big.demo.svc.clusterset.local.", dns.TypeA},
+		{"big.demo.svc.clusterset.local.", dns.TypeANY},
+		{"_http._tcp.big.demo.svc.clusterset.local.", dns.TypeSRV},
+	} {
+		def := newTestMCSWith(t, &config{ttl: 5})
+		for _, path := range []struct {
+			name string
+			wrap func(dns.ResponseWriter) dns.ResponseWriter
+		}{{"packed", nil}, {"msg", msgPath}} {
+			what := c.name + " " + dns.TypeToString[c.qtype] + " " + path.name
+			got, n, _ := serve(t, def, mk(c.name, c.qtype), false, path.wrap)
+			assert.LessOrEqual(t, n, DefaultMaxUDPSize, what)
+			assert.Greater(t, n, DefaultMaxUDPSize-200, "%s: fills the cap", what)
+			assert.False(t, got.Truncated, "%s: a subset, without TC", what)
+			full, tn, _ := serve(t, def, mk(c.name, c.qtype), true, path.wrap)
+			assert.False(t, full.Truncated, what)
+			assert.Greater(t, tn, 4*DefaultMaxUDPSize, "%s: TCP is not capped", what)
+
+			raised := newTestMCSWith(t, &config{ttl: 5, maxUDP: 4096})
+			_, rn, _ := serve(t, raised, mk(c.name, c.qtype), false, path.wrap)
+			assert.LessOrEqual(t, rn, 4096, what)
+			assert.Greater(t, rn, 4096-200, "%s: max_udp_size 4096", what)
+		}
+	}
+}

@@ -36,6 +36,11 @@ const (
 	// MaxAnswers bounds max_answers: more A records than this never fit
 	// in a DNS message (65,535 octets, 16 per record).
 	MaxAnswers = stanza.MaxAnswers
+	// DefaultMaxUDPSize caps UDP replies whatever buffer a query
+	// advertises (the DNS Flag Day 2020 value): a spoofed query is never
+	// answered with more than about 20 times its size, and replies are
+	// not fragmented. max_udp_size raises or lowers it.
+	DefaultMaxUDPSize = 1232
 )
 
 // config is a parsed mcs stanza.
@@ -44,6 +49,8 @@ type config struct {
 	// names, reverse ones (in-addr.arpa., ip6.arpa. or below) PTR.
 	zones      []string
 	ttl        uint32
+	// maxUDP caps UDP replies (max_udp_size; DefaultMaxUDPSize).
+	maxUDP     int
 	kubeconfig string
 	context    string
 	// rest is the client config from the kubeconfig, loaded (and so
@@ -155,9 +162,10 @@ const startupWait = 5 * time.Second
 //	    locality local-first|none
 //	    rotate
 //	    max_answers N
+//	    max_udp_size OCTETS
 //	}
 func parse(c *caddy.Controller) (*config, error) {
-	cfg := &config{ttl: DefaultTTL}
+	cfg := &config{ttl: DefaultTTL, maxUDP: DefaultMaxUDPSize}
 	var opts stanza.Options
 	i := 0
 	for c.Next() {
@@ -204,6 +212,16 @@ func parse(c *caddy.Controller) (*config, error) {
 					return nil, c.Errf("ttl %q is not a number of seconds in 0..%d", args[0], MaxTTL)
 				}
 				cfg.ttl = uint32(t)
+			case "max_udp_size":
+				args := c.RemainingArgs()
+				if len(args) != 1 {
+					return nil, c.ArgErr()
+				}
+				n, err := strconv.Atoi(args[0])
+				if err != nil || n < dns.MinMsgSize || n > dns.MaxMsgSize {
+					return nil, c.Errf("max_udp_size %q is not a number of octets in %d..%d", args[0], dns.MinMsgSize, dns.MaxMsgSize)
+				}
+				cfg.maxUDP = n
 			case "namespaces":
 				args := c.RemainingArgs()
 				if len(args) == 0 {

@@ -99,6 +99,12 @@ func TestParse(t *testing.T) {
 			assert.True(t, c.shaping.Rotate)
 			assert.Equal(t, 20, c.shaping.MaxAnswers)
 		}},
+		{"max_udp_size default", "mcs", func(t *testing.T, c *config) {
+			assert.Equal(t, DefaultMaxUDPSize, c.maxUDP)
+		}},
+		{"max_udp_size", "mcs {\n max_udp_size 4096\n}", func(t *testing.T, c *config) {
+			assert.Equal(t, 4096, c.maxUDP)
+		}},
 		{"namespaces repeated", "mcs {\n namespaces demo prod demo\n namespaces prod\n}", func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"demo", "prod"}, c.namespaces)
 		}},
@@ -148,6 +154,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad locality", "mcs {\n locality nearest\n}", []string{`locality "nearest"`, "local-first", ":2 "}},
 		{"rotate with an argument", "mcs {\n rotate 8\n}", []string{"Wrong argument count"}},
 		{"max_answers arity", "mcs {\n max_answers\n}", []string{"Wrong argument count"}},
+		{"max_udp_size arity", "mcs {\n max_udp_size\n}", []string{"Wrong argument count"}},
+		{"max_udp_size too small", "mcs {\n max_udp_size 511\n}", []string{`max_udp_size "511"`, "512..65535"}},
+		{"max_udp_size not a number", "mcs {\n max_udp_size big\n}", []string{`max_udp_size "big"`}},
 		{"max_answers zero", "mcs {\n max_answers 0\n}", []string{`max_answers "0"`, "1..4096"}},
 		{"max_answers too big", "mcs {\n max_answers 4097\n}", []string{`max_answers "4097"`}},
 	}

@@ -174,6 +174,9 @@ type world struct {
 	apiDown, apiAway []bool
 	seenFrom         []time.Time // when each member last became reachable again
 	replicas         [2]*replica
+	// importers: every importer process started, for the report's
+	// count of what they logged.
+	importers []*procs.Process
 	dns              []*procs.CoreDNS
 	// invalidated: when each key last had an export removed or a Service
 	// replaced (an import may then go or change legitimately).
@@ -453,6 +456,7 @@ func (w *world) startReplica(i int) {
 		"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s")
 	w.mu.Lock()
 	w.replicas[i] = &replica{p: p, addr: addr}
+	w.importers = append(w.importers, p)
 	w.mu.Unlock()
 }
 
@@ -2061,6 +2065,15 @@ func (w *world) report(converge time.Duration, converged bool) {
 	if converged {
 		conv = converge.Round(100 * time.Millisecond).String()
 	}
-	w.t.Logf("chaos report: seed %d, %d members, %s\n  faults injected: %s\n  workload ops: %s\n  invariant checks: %s\n  convergence after the last fault healed: %s (bound %s)\n  violations: %d\n  replay: %s",
-		w.seed, len(w.members), time.Since(w.began).Round(time.Second), line(w.faults), line(w.ops), line(w.checks), conv, convergeBound, len(w.violations), w.replay)
+	// What the importers said they did to VIPs, every change between
+	// two readings included: type changes and unexports explain most.
+	logged := map[string]int{}
+	for _, p := range w.importers {
+		out := p.Output()
+		for _, l := range []string{"ServiceImport VIP changed", "ServiceImport type changed", "deleted derived Service", "deleted ServiceImport"} {
+			logged[l] += strings.Count(out, l)
+		}
+	}
+	w.t.Logf("chaos report: seed %d, %d members, %s\n  faults injected: %s\n  workload ops: %s\n  invariant checks: %s\n  importers logged: %s\n  convergence after the last fault healed: %s (bound %s)\n  violations: %d\n  replay: %s",
+		w.seed, len(w.members), time.Since(w.began).Round(time.Second), line(w.faults), line(w.ops), line(w.checks), line(logged), conv, convergeBound, len(w.violations), w.replay)
 }
