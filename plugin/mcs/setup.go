@@ -47,8 +47,8 @@ const (
 type config struct {
 	// zones as listed, lower-case FQDNs; forward ones answer the MCS
 	// names, reverse ones (in-addr.arpa., ip6.arpa. or below) PTR.
-	zones      []string
-	ttl        uint32
+	zones []string
+	ttl   uint32
 	// maxUDP caps UDP replies (max_udp_size; DefaultMaxUDPSize).
 	maxUDP     int
 	kubeconfig string

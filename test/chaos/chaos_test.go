@@ -177,7 +177,7 @@ type world struct {
 	// importers: every importer process started, for the report's
 	// count of what they logged.
 	importers []*procs.Process
-	dns              []*procs.CoreDNS
+	dns       []*procs.CoreDNS
 	// invalidated: when each key last had an export removed or a Service
 	// replaced (an import may then go or change legitimately).
 	invalidated map[string]time.Time
