@@ -37,6 +37,9 @@ func TestParseFlags(t *testing.T) {
 	assert.Zero(t, o.QPS, "default: no client-side limit")
 	assert.Zero(t, o.Burst)
 
+	o, err = importer.ParseFlags([]string{"--contexts=a", "--endpointslice-managers", "endpointslice-controller.k8s.io,agent.example.com"}, &out)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"endpointslice-controller.k8s.io", "agent.example.com"}, o.EndpointSliceManagers)
 	o, err = importer.ParseFlags([]string{"--contexts=a", "--kube-api-qps", "50"}, &out)
 	require.NoError(t, err)
 	assert.Equal(t, float32(50), o.QPS)
@@ -61,6 +64,8 @@ func TestParseFlags(t *testing.T) {
 		{"--contexts", "a", "--kube-api-qps", "-1"},
 		{"--contexts", "a", "--kube-api-qps", "x"},
 		{"--contexts", "a", "--kube-api-burst", "10"},
+		{"--contexts", "a", "--endpointslice-managers", "mcs-importer.mcs-dns.io"},
+		{"--contexts", "a", "--endpointslice-managers", "not a label value"},
 		{"--contexts", "a", "--kube-api-qps", "5", "--kube-api-burst", "-1"},
 	} {
 		_, err := importer.ParseFlags(args, &out)

@@ -34,6 +34,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/controller"
 	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 // Options are mcs-importer's settings; ParseFlags fills them from the
@@ -90,6 +91,10 @@ type Options struct {
 	// ClusterSetIPDefault opts every export into a clusterset-wide VIP
 	// unless its mcs-dns.io/use-clusterset-ip annotation says "false".
 	ClusterSetIPDefault bool
+	// EndpointSliceManagers are the endpointslice.kubernetes.io/managed-by
+	// values of the source EndpointSlices mirrored; the others are ignored
+	// and counted (nil: controller.DefaultTrustedManagers).
+	EndpointSliceManagers []string
 
 	// LeaderElect makes this importer one of several replicas, of which
 	// only the holder of a Lease works.
@@ -222,6 +227,7 @@ Flags (one or two leading dashes):
 	fs.StringVar(&o.VIPMode, "vip-mode", o.VIPMode, "how ClusterSetIP imports get their VIP: derived-service (a derived ClusterIP Service per importing cluster; kube-proxy routes it), clusterset-cidr (one VIP clusterset-wide from --clusterset-cidr for exports that opt in, a derived Service's for the others), or none")
 	fs.Var(listFlag{&o.ClusterSetCIDRs}, "clusterset-cidr", "comma-separated `CIDRs` (at most one IPv4 and one IPv6) clusterset-wide VIPs come from (--vip-mode=clusterset-cidr)")
 	fs.BoolVar(&o.ClusterSetIPDefault, "clusterset-ip-default", o.ClusterSetIPDefault, "with --vip-mode=clusterset-cidr: give every export a clusterset-wide VIP unless its annotation mcs-dns.io/use-clusterset-ip is \"false\" (otherwise only exports annotated \"true\" get one)")
+	fs.Var(listFlag{&o.EndpointSliceManagers}, "endpointslice-managers", "comma-separated endpointslice.kubernetes.io/managed-by `values` whose EndpointSlices of exported Services are mirrored; any other slice (no manager, or another) is ignored and counted in mcs_importer_ignored_objects_total (default: endpointslice-controller.k8s.io, the Kubernetes endpointslice controller; endpointslice-mirroring-controller.k8s.io copies Endpoints objects, so listing it trusts anyone who may write Endpoints)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run as one of several replicas: only the holder of a Lease works; the others take over when it goes away (while the Lease's cluster is unreachable no replica works)")
 	fs.StringVar(&o.LeaderElectKubeconfig, "leader-elect-kubeconfig", o.LeaderElectKubeconfig, "kubeconfig `file` of the cluster holding the leader Lease (default: --kubeconfig); see --leader-elect-context")
 	fs.StringVar(&o.LeaderElectContext, "leader-elect-context", o.LeaderElectContext, "kubeconfig `context` of the cluster holding the leader Lease (default: when neither this nor --leader-elect-kubeconfig is set, the cluster the importer's pod runs in, or outside a pod the first of --contexts; with only --leader-elect-kubeconfig, its current context)")
@@ -274,6 +280,13 @@ func (o *Options) Validate() error {
 	}
 	if o.EndpointGracePeriod < 0 {
 		errs = append(errs, errors.New("--endpoint-grace-period must not be negative"))
+	}
+	for _, m := range o.EndpointSliceManagers {
+		if m == mcsapi.ManagedByImporter {
+			errs = append(errs, fmt.Errorf("--endpointslice-managers must not list %s: the importer never mirrors its own copies", m))
+		} else if msgs := validation.IsValidLabelValue(m); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--endpointslice-managers: %q is not a label value: %s", m, strings.Join(msgs, "; ")))
+		}
 	}
 	if o.Resync < 0 {
 		errs = append(errs, errors.New("--resync must not be negative"))
@@ -390,7 +403,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.VIP != nil {
 		provider, leftovers = o.VIP, nil
 	}
-	ctrl = controller.New(controller.Options{Members: set, VIP: provider, Leftovers: leftovers, Log: log, Registerer: reg})
+	ctrl = controller.New(controller.Options{Members: set, VIP: provider, Leftovers: leftovers, Log: log, Registerer: reg,
+		TrustedManagers: o.EndpointSliceManagers})
 	// Its queue runs goroutines from here on, whether or not Run is
 	// reached (leadership never won).
 	defer ctrl.ShutDown()

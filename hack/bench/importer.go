@@ -115,7 +115,9 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 	if err != nil {
 		return err
 	}
-	argv := []string{b.Importer, "--kubeconfig", kc, "--contexts", strings.Join(names, ","), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort)}
+	argv := []string{b.Importer, "--kubeconfig", kc, "--contexts", strings.Join(names, ","), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		// The bench writes the source slices itself, as this manager.
+		"--endpointslice-managers", "bench.mcs-dns.io"}
 	argv = append(argv, strings.Fields(b.Opt.ImporterArgs)...)
 	res.Args = strings.Join(argv[1:], " ")
 	imp, err := children.Start("mcs-importer", filepath.Join(b.Out, "logs", "mcs-importer.log"), argv...)

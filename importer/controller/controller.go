@@ -42,7 +42,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -52,6 +51,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -88,6 +89,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now stamps new conditions (time.Now when nil).
 	Now func() time.Time
+	// TrustedManagers are the endpointslice.kubernetes.io/managed-by
+	// values of the source EndpointSlices mirrored (nil:
+	// DefaultTrustedManagers); others are ignored and counted.
+	TrustedManagers []string
 }
 
 // Controller reconciles imports across the member clusters.
@@ -125,6 +130,9 @@ type Controller struct {
 	// conflicted: keys whose exports conflicted when last reconciled.
 	conflicted lockedSet
 
+	// trust leaves out the source slices of untrusted managers.
+	trust *sliceTrust
+
 	// passes: which keys are busy, the items parked behind them, and
 	// which full passes are owed since when.
 	passes *keyPasses
@@ -145,6 +153,7 @@ func New(o Options) *Controller {
 		warned:    map[string]bool{},
 
 		passes: newKeyPasses(),
+		trust:  newSliceTrust(o.TrustedManagers),
 	}
 	if c.set == nil {
 		c.set = members.Static(nil)
@@ -565,7 +574,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 			ClusterID: v.m.ID,
 			Export:    e,
 			Service:   v.c.Service(ns, name),
-			Slices:    v.c.SourceSlices(ns, name),
+			Slices:    c.trust.filter(v.m, k, v.c.SourceSlices(ns, name), c.ignoredSlice(v.m)),
 		})
 		exportViews = append(exportViews, v)
 	}
@@ -629,6 +638,18 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ignoredSlice reports a source slice of m left out (sliceTrust).
+func (c *Controller) ignoredSlice(m *members.Member) func(*discoveryv1.EndpointSlice, string, bool) {
+	return func(s *discoveryv1.EndpointSlice, reason string, first bool) {
+		c.metrics.Ignored.WithLabelValues(m.ID, kindSlice, reason).Inc()
+		if !first {
+			return
+		}
+		c.log.Warn("EndpointSlice of an exported Service ignored: its manager is not trusted (--endpointslice-managers)",
+			"cluster", m.ID, "namespace", s.Namespace, "name", s.Name, "managedBy", s.Labels[discoveryv1.LabelManagedBy], "reason", reason)
+	}
 }
 
 // wrote counts a write request sent to m, and whether the API server

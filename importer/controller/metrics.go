@@ -29,6 +29,10 @@ type Metrics struct {
 	MemberState *prometheus.GaugeVec
 	// Withdrawals counts members withdrawn after the grace period.
 	Withdrawals *prometheus.CounterVec
+	// Ignored counts the objects left out, by cluster, kind and reason:
+	// each version of a source EndpointSlice of an exported Service whose
+	// manager is not trusted (--endpointslice-managers) once.
+	Ignored *prometheus.CounterVec
 	// Leader is 1 while this process does the work (it holds the leader
 	// Lease, or runs without leader election), 0 while it stands by.
 	Leader prometheus.Gauge
@@ -65,12 +69,16 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed, conflicts f
 			Namespace: "mcs_importer", Name: "member_withdrawals_total",
 			Help: "Member clusters withdrawn (their exports no longer imported) after the grace period, by cluster.",
 		}, []string{"cluster"}),
+		Ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "mcs_importer", Name: "ignored_objects_total",
+			Help: "Objects of member clusters left out, by cluster, kind and reason: each version of a source EndpointSlice of an exported Service without a manager (no_manager) or with one --endpointslice-managers does not list (untrusted_manager), once.",
+		}, []string{"cluster", "kind", "reason"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "leader",
 			Help: "1 while this process does the work (holds the leader Lease, or runs without leader election), 0 while it stands by.",
 		}),
 	}
-	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.WriteConflicts, m.Errors, m.MemberState, m.Withdrawals, m.Leader,
+	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.WriteConflicts, m.Errors, m.MemberState, m.Withdrawals, m.Ignored, m.Leader,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "queue_depth",
 			Help: "Passes (serve and full) ready to run in the work queue.",

@@ -106,7 +106,10 @@ func (s *system) setPods(c, ns, name string, pods ...pod) {
 	cl := s.set.Get(c)
 	ctx := s.ctx()
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name + "-slice", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		// As the endpointslice controller would make it: the importer
+		// mirrors only the managers it trusts.
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-slice", Labels: map[string]string{
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports: []discoveryv1.EndpointPort{
 			{Name: ptr.To("http"), Port: ptr.To[int32](80), Protocol: ptr.To(corev1.ProtocolTCP)},
