@@ -33,6 +33,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/importer/controller"
 	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/policy"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
@@ -91,6 +92,9 @@ type Options struct {
 	// ClusterSetIPDefault opts every export into a clusterset-wide VIP
 	// unless its mcs-dns.io/use-clusterset-ip annotation says "false".
 	ClusterSetIPDefault bool
+	// ExportPolicy is the export policy file (policy.File; "": the
+	// default rules), read again when it changes.
+	ExportPolicy string
 	// EndpointSliceManagers are the endpointslice.kubernetes.io/managed-by
 	// values of the source EndpointSlices mirrored; the others are ignored
 	// and counted (nil: controller.DefaultTrustedManagers).
@@ -227,6 +231,7 @@ Flags (one or two leading dashes):
 	fs.StringVar(&o.VIPMode, "vip-mode", o.VIPMode, "how ClusterSetIP imports get their VIP: derived-service (a derived ClusterIP Service per importing cluster; kube-proxy routes it), clusterset-cidr (one VIP clusterset-wide from --clusterset-cidr for exports that opt in, a derived Service's for the others), or none")
 	fs.Var(listFlag{&o.ClusterSetCIDRs}, "clusterset-cidr", "comma-separated `CIDRs` (at most one IPv4 and one IPv6) clusterset-wide VIPs come from (--vip-mode=clusterset-cidr)")
 	fs.BoolVar(&o.ClusterSetIPDefault, "clusterset-ip-default", o.ClusterSetIPDefault, "with --vip-mode=clusterset-cidr: give every export a clusterset-wide VIP unless its annotation mcs-dns.io/use-clusterset-ip is \"false\" (otherwise only exports annotated \"true\" get one)")
+	fs.StringVar(&o.ExportPolicy, "export-policy", o.ExportPolicy, "export policy `file` (kind ExportPolicy, apiVersion mcs-dns.io/v1alpha1): per source cluster ID, the namespaces it may export from, the endpoints one export may carry, the address ranges of its endpoints; read again within seconds of a change (a ConfigMap mounted as a file works), a policy that does not parse is refused and the last good one stays (default: every namespace but kube-system, kube-public and kube-node-lease, any number of endpoints, any address)")
 	fs.Var(listFlag{&o.EndpointSliceManagers}, "endpointslice-managers", "comma-separated endpointslice.kubernetes.io/managed-by `values` whose EndpointSlices of exported Services are mirrored; any other slice (no manager, or another) is ignored and counted in mcs_importer_ignored_objects_total (default: endpointslice-controller.k8s.io, the Kubernetes endpointslice controller; endpointslice-mirroring-controller.k8s.io copies Endpoints objects, so listing it trusts anyone who may write Endpoints)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run as one of several replicas: only the holder of a Lease works; the others take over when it goes away (while the Lease's cluster is unreachable no replica works)")
 	fs.StringVar(&o.LeaderElectKubeconfig, "leader-elect-kubeconfig", o.LeaderElectKubeconfig, "kubeconfig `file` of the cluster holding the leader Lease (default: --kubeconfig); see --leader-elect-context")
@@ -354,6 +359,9 @@ func NewLogger(o Options, w io.Writer) *slog.Logger {
 // after a clean shutdown. Member clusters that cannot be used (at
 // start-up or later) never end it: each is joined in the background,
 // reported, and retried with back-off (members.Set).
+// policyPoll is how often the --export-policy file is read for changes.
+var policyPoll = 2 * time.Second
+
 func Run(ctx context.Context, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -403,8 +411,26 @@ func Run(ctx context.Context, o Options) error {
 	if o.VIP != nil {
 		provider, leftovers = o.VIP, nil
 	}
+	// The export policy: refused at start-up when it does not parse,
+	// then read again whenever it changes.
+	var pol atomic.Pointer[policy.Policy]
+	var polData []byte
+	policyOK := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "mcs_importer", Name: "export_policy_valid",
+		Help: "1 when the --export-policy file last read is in force, 0 when it was refused (it does not parse, or cannot be read) and the last good policy stays.",
+	})
+	policyOK.Set(1)
+	reg.MustRegister(policyOK)
+	if o.ExportPolicy != "" {
+		p, data, err := policy.Load(o.ExportPolicy)
+		if err != nil {
+			return fmt.Errorf("--export-policy: %w", err)
+		}
+		pol.Store(p)
+		polData = data
+	}
 	ctrl = controller.New(controller.Options{Members: set, VIP: provider, Leftovers: leftovers, Log: log, Registerer: reg,
-		TrustedManagers: o.EndpointSliceManagers})
+		TrustedManagers: o.EndpointSliceManagers, Policy: pol.Load})
 	// Its queue runs goroutines from here on, whether or not Run is
 	// reached (leadership never won).
 	defer ctrl.ShutDown()
@@ -416,6 +442,19 @@ func Run(ctx context.Context, o Options) error {
 	// goroutines end with ctx, and Run can return on its own (leadership
 	// lost) while the caller's ctx lives on.
 	defer cancel()
+	if o.ExportPolicy != "" {
+		wg.Go(func() {
+			policy.Watch(ctx, o.ExportPolicy, policyPoll, polData, func(p *policy.Policy) {
+				pol.Store(p)
+				policyOK.Set(1)
+				log.Info("export policy changed; every export is reconciled again", "file", o.ExportPolicy)
+				ctrl.EnqueueAll()
+			}, func(err error) {
+				policyOK.Set(0)
+				log.Error("export policy refused; the last good one stays in force", "err", err)
+			})
+		})
+	}
 	addr := ""
 	if o.MetricsAddr != "" {
 		ln, err := net.Listen("tcp", o.MetricsAddr)

@@ -8,8 +8,10 @@
 // and is table-tested:
 //
 //   - An export is Valid when its Service exists and is not ExternalName
-//     (else Valid=False with NoService / InvalidServiceType); only valid
-//     exports contribute to the import. No valid export: no import.
+//     (else Valid=False with NoService / InvalidServiceType) and the
+//     caller's export policy allows it (else the condition it gives);
+//     only valid exports contribute to the import. No valid export: no
+//     import.
 //   - The oldest valid export (ServiceExport creationTimestamp, ties broken
 //     by cluster ID) wins every conflict.
 //   - type: the oldest valid export's (Headless when its Service is
@@ -62,6 +64,9 @@ type Export struct {
 	Service *corev1.Service
 	// Slices are the Service's EndpointSlices in that cluster.
 	Slices []*discoveryv1.EndpointSlice
+	// Refused, when set, is the Valid=False condition of an export the
+	// caller's policy does not allow: it does not contribute.
+	Refused *metav1.Condition
 }
 
 // Input is everything known about one exported (namespace, name).
@@ -134,6 +139,10 @@ func Older(a, b *Export) bool {
 // validity returns the Valid condition of an export.
 func validity(e *Export) (bool, metav1.Condition) {
 	switch {
+	case e.Refused != nil:
+		c := *e.Refused
+		c.Type, c.Status = string(mcsv1beta1.ServiceExportConditionValid), metav1.ConditionFalse
+		return false, c
 	case e.Service == nil:
 		return false, metav1.Condition{
 			Type: string(mcsv1beta1.ServiceExportConditionValid), Status: metav1.ConditionFalse,

@@ -61,6 +61,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/policy"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 )
 
@@ -93,6 +94,10 @@ type Options struct {
 	// values of the source EndpointSlices mirrored (nil:
 	// DefaultTrustedManagers); others are ignored and counted.
 	TrustedManagers []string
+	// Policy returns the export policy in force (nil, or a nil Policy:
+	// the default rules). Called once per reconcile; after it changes,
+	// call EnqueueAll.
+	Policy func() *policy.Policy
 }
 
 // Controller reconciles imports across the member clusters.
@@ -130,8 +135,10 @@ type Controller struct {
 	// conflicted: keys whose exports conflicted when last reconciled.
 	conflicted lockedSet
 
-	// trust leaves out the source slices of untrusted managers.
-	trust *sliceTrust
+	// trust leaves out the source slices of untrusted managers, and
+	// addresses the export policy does not allow.
+	trust  *sliceTrust
+	policy func() *policy.Policy
 
 	// passes: which keys are busy, the items parked behind them, and
 	// which full passes are owed since when.
@@ -154,6 +161,10 @@ func New(o Options) *Controller {
 
 		passes: newKeyPasses(),
 		trust:  newSliceTrust(o.TrustedManagers),
+		policy: o.Policy,
+	}
+	if c.policy == nil {
+		c.policy = func() *policy.Policy { return nil }
 	}
 	if c.set == nil {
 		c.set = members.Static(nil)
@@ -564,18 +575,23 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 	}
 
 	in := aggregate.Input{Namespace: ns, Name: name, WantsClusterSetIP: c.wantsClusterSetIP}
+	pol := c.policy()
 	var exportViews []view
 	for _, v := range views {
 		e := v.c.Export(ns, name)
 		if e == nil || e.DeletionTimestamp != nil {
 			continue
 		}
-		in.Exports = append(in.Exports, aggregate.Export{
-			ClusterID: v.m.ID,
-			Export:    e,
-			Service:   v.c.Service(ns, name),
-			Slices:    c.trust.filter(v.m, k, v.c.SourceSlices(ns, name), c.ignoredSlice(v.m)),
-		})
+		x := aggregate.Export{ClusterID: v.m.ID, Export: e, Service: v.c.Service(ns, name)}
+		if r := pol.CheckNamespace(v.m.ID, ns); r != nil {
+			x.Refused = refusedCondition(r)
+		} else {
+			x.Slices = c.trust.filter(v.m, k, pol, v.c.SourceSlices(ns, name), c.reportLeftOut(v.m))
+			if r := pol.CheckEndpoints(v.m.ID, endpointCount(x.Slices)); r != nil {
+				x.Refused, x.Slices = refusedCondition(r), nil
+			}
+		}
+		in.Exports = append(in.Exports, x)
 		exportViews = append(exportViews, v)
 	}
 	res := aggregate.Compute(in)
@@ -640,16 +656,31 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 	return errors.Join(errs...)
 }
 
-// ignoredSlice reports a source slice of m left out (sliceTrust).
-func (c *Controller) ignoredSlice(m *members.Member) func(*discoveryv1.EndpointSlice, string, bool) {
-	return func(s *discoveryv1.EndpointSlice, reason string, first bool) {
-		c.metrics.Ignored.WithLabelValues(m.ID, kindSlice, reason).Inc()
-		if !first {
+// reportLeftOut counts and logs what sliceTrust left out of m's source
+// slices.
+func (c *Controller) reportLeftOut(m *members.Member) func(leftOut) {
+	return func(lo leftOut) {
+		s := lo.slice
+		if lo.reason == ignoredAddressNotAllowed {
+			c.metrics.Ignored.WithLabelValues(m.ID, kindEndpoint, lo.reason).Add(float64(lo.addresses))
+			if lo.first {
+				c.log.Warn("endpoint addresses outside the export policy's addressRanges dropped",
+					"cluster", m.ID, "namespace", s.Namespace, "slice", s.Name, "addresses", lo.addresses)
+			}
 			return
 		}
-		c.log.Warn("EndpointSlice of an exported Service ignored: its manager is not trusted (--endpointslice-managers)",
-			"cluster", m.ID, "namespace", s.Namespace, "name", s.Name, "managedBy", s.Labels[discoveryv1.LabelManagedBy], "reason", reason)
+		c.metrics.Ignored.WithLabelValues(m.ID, kindSlice, lo.reason).Inc()
+		if lo.first {
+			c.log.Warn("EndpointSlice of an exported Service ignored: its manager is not trusted (--endpointslice-managers)",
+				"cluster", m.ID, "namespace", s.Namespace, "name", s.Name, "managedBy", s.Labels[discoveryv1.LabelManagedBy], "reason", lo.reason)
+		}
 	}
+}
+
+// refusedCondition is the Valid=False condition of an export the policy
+// refuses.
+func refusedCondition(r *policy.Refusal) *metav1.Condition {
+	return &metav1.Condition{Reason: r.Reason, Message: r.Message}
 }
 
 // wrote counts a write request sent to m, and whether the API server

@@ -29,9 +29,10 @@ type Metrics struct {
 	MemberState *prometheus.GaugeVec
 	// Withdrawals counts members withdrawn after the grace period.
 	Withdrawals *prometheus.CounterVec
-	// Ignored counts the objects left out, by cluster, kind and reason:
-	// each version of a source EndpointSlice of an exported Service whose
-	// manager is not trusted (--endpointslice-managers) once.
+	// Ignored counts what is left out, by cluster, kind and reason, each
+	// source slice version once: EndpointSlices of exported Services whose
+	// manager is not trusted (--endpointslice-managers), and endpoint
+	// addresses outside the export policy's ranges.
 	Ignored *prometheus.CounterVec
 	// Leader is 1 while this process does the work (it holds the leader
 	// Lease, or runs without leader election), 0 while it stands by.
@@ -71,7 +72,7 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed, conflicts f
 		}, []string{"cluster"}),
 		Ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "mcs_importer", Name: "ignored_objects_total",
-			Help: "Objects of member clusters left out, by cluster, kind and reason: each version of a source EndpointSlice of an exported Service without a manager (no_manager) or with one --endpointslice-managers does not list (untrusted_manager), once.",
+			Help: "Objects of member clusters left out, by cluster, kind and reason, each source slice version once: EndpointSlices of exported Services without a manager (no_manager) or with one --endpointslice-managers does not list (untrusted_manager); endpoint addresses outside the export policy's addressRanges (kind Endpoint, address_not_allowed).",
 		}, []string{"cluster", "kind", "reason"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "leader",
