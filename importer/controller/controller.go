@@ -595,6 +595,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		exportViews = append(exportViews, v)
 	}
 	res := aggregate.Compute(in)
+	c.logTypeDecision(k, views, &in, &res)
 	if len(res.Conflicts) > 0 {
 		c.conflicted.Insert(k)
 	} else {
@@ -654,6 +655,45 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// logTypeDecision logs, when the import's type is about to change in
+// some importing member, what decided it: each export's cluster, age,
+// Service type and validity. A type change gives up (or makes) every VIP
+// of the import, so the line says why.
+func (c *Controller) logTypeDecision(k string, views []view, in *aggregate.Input, res *aggregate.Result) {
+	if res.Import == nil {
+		return
+	}
+	ns, name, _ := strings.Cut(k, "/")
+	changes := false
+	for _, v := range views {
+		if cur := v.c.Import(ns, name); v.up && v.m.Importing && cur != nil && members.Owned(cur) && cur.Spec.Type != res.Import.Spec.Type {
+			changes = true
+			break
+		}
+	}
+	if !changes {
+		return
+	}
+	exports := make([]string, len(in.Exports))
+	for i, e := range in.Exports {
+		svc := "none"
+		if e.Service != nil {
+			svc = string(e.Service.Spec.Type)
+			if aggregate.IsHeadless(e.Service) {
+				svc = "Headless"
+			}
+		}
+		exports[i] = fmt.Sprintf("%s created=%s service=%s valid=%s", e.ClusterID,
+			e.Export.CreationTimestamp.UTC().Format(time.RFC3339), svc, res.Exports[i].ValidCondition.Reason)
+	}
+	seen := make([]string, len(views))
+	for i, v := range views {
+		seen[i] = v.m.ID + "=" + v.m.State().String()
+	}
+	c.log.Info("ServiceImport type decided", "namespace", ns, "name", name, "type", res.Import.Spec.Type,
+		"winner", res.Winner, "exports", strings.Join(exports, "; "), "members", strings.Join(seen, ","))
 }
 
 // reportLeftOut counts and logs what sliceTrust left out of m's source
