@@ -83,13 +83,15 @@ soak: tools apt ## Our CoreDNS under dnsperf load while EndpointSlices and Servi
 
 CHAOS_MEMBERS ?= 5
 CHAOS_DURATION ?= 10m
+# The importers' logs of every run, passing ones too: <dir>/<seed>/.
+CHAOS_LOG_DIR ?= $(ROOT)/.cache/chaos-logs
 
 .PHONY: chaos
 chaos: tools ## Randomized, seeded faults and workload on CHAOS_MEMBERS (5) real members, two leader-elected importers and a CoreDNS per member for CHAOS_DURATION (10m), invariants checked against a model; CHAOS_SEED replays a run (RELIABILITY.md)
 	@$(RECORD_RUN); trap 'hack/reap.sh' EXIT; \
 		seed=$${CHAOS_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
 		echo "chaos: CHAOS_SEED=$$seed CHAOS_MEMBERS=$(CHAOS_MEMBERS) CHAOS_DURATION=$(CHAOS_DURATION)"; \
-		CHAOS_SEED=$$seed CHAOS_MEMBERS=$(CHAOS_MEMBERS) CHAOS_DURATION=$(CHAOS_DURATION) \
+		CHAOS_SEED=$$seed CHAOS_MEMBERS=$(CHAOS_MEMBERS) CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_LOG_DIR=$(CHAOS_LOG_DIR) \
 		$(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./test/chaos
 
 .PHONY: demo

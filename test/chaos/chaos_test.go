@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -110,6 +111,13 @@ func TestChaos(t *testing.T) {
 
 	w := newWorld(t, seed, n)
 	w.replay = replay
+	if dir := os.Getenv("CHAOS_LOG_DIR"); dir != "" {
+		w.logDir = filepath.Join(dir, strconv.FormatUint(seed, 10))
+		if err := os.MkdirAll(w.logDir, 0o755); err != nil {
+			t.Fatalf("CHAOS_LOG_DIR: %v", err)
+		}
+		t.Logf("importer logs in %s", w.logDir)
+	}
 	w.startImporters()
 	w.startDNS()
 	w.seedWorkload()
@@ -175,8 +183,10 @@ type world struct {
 	seenFrom         []time.Time // when each member last became reachable again
 	replicas         [2]*replica
 	// importers: every importer process started, for the report's
-	// count of what they logged.
+	// count of what they logged; logDir (CHAOS_LOG_DIR) keeps their
+	// output in files, of passing runs too.
 	importers []*procs.Process
+	logDir    string
 	dns       []*procs.CoreDNS
 	// invalidated: when each key last had an export removed or a Service
 	// replaced (an import may then go or change legitimately).
@@ -447,7 +457,14 @@ func (w *world) contexts() string {
 
 func (w *world) startReplica(i int) {
 	addr := fmt.Sprintf("127.0.0.1:%d", procs.FreePort(w.t))
-	p := procs.Start(w.t, fmt.Sprintf("mcs-importer-%d", i), w.importerBin,
+	name := fmt.Sprintf("mcs-importer-%d", i)
+	logPath := ""
+	if w.logDir != "" {
+		w.mu.Lock()
+		logPath = filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", name, len(w.importers)))
+		w.mu.Unlock()
+	}
+	p := procs.StartLogged(w.t, name, logPath, w.importerBin,
 		"--kubeconfig", w.kubeconfig, "--contexts", w.contexts(), "--metrics-addr", addr,
 		"--endpoint-grace-period", grace.String(), "--health-probe-interval", probeInterval.String(),
 		"--connect-timeout", "5s", "--max-disruption", maxDisruption.String(),

@@ -241,7 +241,14 @@ func Launch(name, logPath string, argv ...string) (*Process, error) {
 // output is logged if the test failed.
 func Start(t testing.TB, name, bin string, args ...string) *Process {
 	t.Helper()
-	p, err := Launch(name, "", append([]string{bin}, args...)...)
+	return StartLogged(t, name, "", bin, args...)
+}
+
+// StartLogged is Start with the output written to the file logPath (kept
+// after the test; "": kept in memory).
+func StartLogged(t testing.TB, name, logPath, bin string, args ...string) *Process {
+	t.Helper()
+	p, err := Launch(name, logPath, append([]string{bin}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
