@@ -35,6 +35,9 @@ type importTarget struct {
 	// now stamps new conditions.
 	now  metav1.Time
 	pass pass
+	// why says what decided res.Import's type (logged when an import's
+	// type changes).
+	why func() []any
 }
 
 // importOutcome is what applyImport left in one member.
@@ -105,7 +108,23 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 		return importOutcome{present: present, inTheWay: inTheWay}, errors.Join(err, vipErr)
 	}
 
-	asg, err := c.assignVIP(ctx, m, res.Import)
+	// An existing import keeps its type until the new one has settled.
+	want := res.Import
+	if cur != nil {
+		switch ok, wait := c.types.settled(frozenKey, cur.Spec.Type, want.Spec.Type, c.now()); {
+		case !ok:
+			want = want.DeepCopy()
+			want.Spec.Type = cur.Spec.Type
+			c.addServeAfter(key(ns, name), wait)
+		case cur.Spec.Type != want.Spec.Type && t.why != nil:
+			c.log.Info("ServiceImport type settled; changing it", append([]any{"cluster", m.ID, "namespace", ns, "name", name,
+				"from", cur.Spec.Type, "to", want.Spec.Type}, t.why()...)...)
+		}
+	} else {
+		c.types.forget(frozenKey)
+	}
+
+	asg, err := c.assignVIP(ctx, m, want)
 	var no *members.NotOwnedError
 	switch {
 	case errors.As(err, &no):
@@ -115,7 +134,7 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 	case err != nil:
 		vipErr = err
 	}
-	desired := importWithVIP(res.Import, asg, m.Schema)
+	desired := importWithVIP(want, asg, m.Schema)
 
 	// Slices first, so that an import never shows up without the
 	// endpoints it can have; a slice whose name someone else holds does

@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -309,6 +310,7 @@ func TestHeadlessReleasesVIPAfterTheImport(t *testing.T) {
 		cur, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
 		require.NoError(t, err)
 		m.UseFixedCaches(ns, cur, mustGetService(t, kube))
+		settleTypes(t, c, m, target())
 		_, err = c.applyImport(t.Context(), view{m: m, c: m.Caches(), up: true}, target())
 		require.NoError(t, err)
 		live, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
@@ -322,6 +324,7 @@ func TestHeadlessReleasesVIPAfterTheImport(t *testing.T) {
 		cur, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
 		require.NoError(t, err)
 		m.UseFixedCaches(ns, cur, mustGetService(t, kube))
+		settleTypes(t, c, m, target())
 		refuse(&mcs.Fake, "update", "serviceimports", apierrors.NewForbidden(schema.GroupResource{Resource: "serviceimports"}, "web", errors.New("denied")), "web")
 		_, err = c.applyImport(t.Context(), view{m: m, c: m.Caches(), up: true}, target())
 		require.Error(t, err)
@@ -334,4 +337,45 @@ func mustGetService(t *testing.T, kube *fake.Clientset) *corev1.Service {
 	svc, err := kube.CoreV1().Services("ns").Get(t.Context(), vip.DerivedName("ns", "web"), metav1.GetOptions{})
 	require.NoError(t, err)
 	return svc
+}
+
+// settleTypes runs applyImport of t once, which finds a type change and
+// leaves the import as it is (checked: the VIP and its Service stay),
+// then moves c's clock past typeChangeSettle, so that the next
+// applyImport makes the change.
+func settleTypes(t *testing.T, c *Controller, m *members.Member, tg importTarget) {
+	t.Helper()
+	now := time.Now()
+	c.now = func() time.Time { return now }
+	kube := m.Kube.(*fake.Clientset)
+	mcs := m.MCS.(*mcsfake.Clientset)
+	_, err := c.applyImport(t.Context(), view{m: m, c: m.Caches(), up: true}, tg)
+	require.NoError(t, err)
+	live, err := mcs.MulticlusterV1beta1().ServiceImports(tg.ns).Get(t.Context(), tg.name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, mcsv1beta1.ClusterSetIP, live.Spec.Type, "the type waits to settle")
+	assert.Equal(t, []string{"10.96.0.10"}, live.Spec.IPs, "and the VIP stays")
+	assert.Empty(t, actions(&kube.Fake), "the derived Service stays")
+	kube.ClearActions()
+	mcs.ClearActions()
+	now = now.Add(typeChangeSettle)
+}
+
+// A decided type that flips back before it has settled changes nothing;
+// one that lasts is taken.
+func TestTypeChangeSettles(t *testing.T) {
+	var s typeSettle
+	t0 := time.Now()
+	ok, wait := s.settled("east/ns/web", mcsv1beta1.ClusterSetIP, mcsv1beta1.Headless, t0)
+	assert.False(t, ok)
+	assert.Equal(t, typeChangeSettle, wait)
+	ok, _ = s.settled("east/ns/web", mcsv1beta1.ClusterSetIP, mcsv1beta1.ClusterSetIP, t0.Add(50*time.Millisecond))
+	assert.True(t, ok, "back to what it holds: nothing to do")
+	ok, _ = s.settled("east/ns/web", mcsv1beta1.ClusterSetIP, mcsv1beta1.Headless, t0.Add(typeChangeSettle))
+	assert.False(t, ok, "the flip back started the wait again")
+	ok, wait = s.settled("east/ns/web", mcsv1beta1.ClusterSetIP, mcsv1beta1.Headless, t0.Add(typeChangeSettle+time.Second))
+	assert.False(t, ok)
+	assert.Equal(t, time.Second, wait)
+	ok, _ = s.settled("east/ns/web", mcsv1beta1.ClusterSetIP, mcsv1beta1.Headless, t0.Add(2*typeChangeSettle))
+	assert.True(t, ok)
 }

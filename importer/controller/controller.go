@@ -128,6 +128,9 @@ type Controller struct {
 	// hold may have come from a member not seen yet (members.Hold).
 	frozen lockedSet
 
+	// types: type changes of existing imports waiting to settle.
+	types typeSettle
+
 	// heldNames: "cluster/ns/name" of mirrored slices whose names objects
 	// we do not manage held when last tried.
 	heldNames lockedSet
@@ -595,7 +598,6 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		exportViews = append(exportViews, v)
 	}
 	res := aggregate.Compute(in)
-	c.logTypeDecision(k, views, &in, &res)
 	if len(res.Conflicts) > 0 {
 		c.conflicted.Insert(k)
 	} else {
@@ -613,7 +615,8 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		var present bool
 		var inTheWay []string
 		if v.m.Importing {
-			out, err := c.applyImport(ctx, v, importTarget{ns: ns, name: name, res: &res, active: active, now: now, pass: p})
+			out, err := c.applyImport(ctx, v, importTarget{ns: ns, name: name, res: &res, active: active, now: now, pass: p,
+				why: func() []any { return typeDecision(&in, &res, views) }})
 			present, inTheWay = out.present, out.inTheWay
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cluster %s: %w", v.m.ID, err))
@@ -657,25 +660,11 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 	return errors.Join(errs...)
 }
 
-// logTypeDecision logs, when the import's type is about to change in
-// some importing member, what decided it: each export's cluster, age,
-// Service type and validity. A type change gives up (or makes) every VIP
-// of the import, so the line says why.
-func (c *Controller) logTypeDecision(k string, views []view, in *aggregate.Input, res *aggregate.Result) {
-	if res.Import == nil {
-		return
-	}
-	ns, name, _ := strings.Cut(k, "/")
-	changes := false
-	for _, v := range views {
-		if cur := v.c.Import(ns, name); v.up && v.m.Importing && cur != nil && members.Owned(cur) && cur.Spec.Type != res.Import.Spec.Type {
-			changes = true
-			break
-		}
-	}
-	if !changes {
-		return
-	}
+// typeDecision says what decided res's import type: each export's
+// cluster, age, Service type and validity, and the members seen. It is
+// logged when an import's type changes, which gives up (or makes) every
+// VIP of the import.
+func typeDecision(in *aggregate.Input, res *aggregate.Result, views []view) []any {
 	exports := make([]string, len(in.Exports))
 	for i, e := range in.Exports {
 		svc := "none"
@@ -692,8 +681,7 @@ func (c *Controller) logTypeDecision(k string, views []view, in *aggregate.Input
 	for i, v := range views {
 		seen[i] = v.m.ID + "=" + v.m.State().String()
 	}
-	c.log.Info("ServiceImport type decided", "namespace", ns, "name", name, "type", res.Import.Spec.Type,
-		"winner", res.Winner, "exports", strings.Join(exports, "; "), "members", strings.Join(seen, ","))
+	return []any{"winner", res.Winner, "exports", strings.Join(exports, "; "), "members", strings.Join(seen, ",")}
 }
 
 // reportLeftOut counts and logs what sliceTrust left out of m's source
