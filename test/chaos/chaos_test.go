@@ -2087,7 +2087,7 @@ func (w *world) report(converge time.Duration, converged bool) {
 	logged := map[string]int{}
 	for _, p := range w.importers {
 		out := p.Output()
-		for _, l := range []string{"ServiceImport VIP changed", "ServiceImport type changed", "deleted derived Service", "deleted ServiceImport"} {
+		for _, l := range []string{"ServiceImport VIP changed", "ServiceImport type changed", "ServiceImport type settled", "deleted derived Service", "deleted ServiceImport"} {
 			logged[l] += strings.Count(out, l)
 		}
 	}
