@@ -305,13 +305,19 @@ func TestHeadlessReleasesVIPAfterTheImport(t *testing.T) {
 	target := func() importTarget {
 		return importTarget{ns: "ns", name: "web", res: &aggregate.Result{Import: headless.DeepCopy()}, active: true, pass: passServe}
 	}
-	t.Run("written, then released", func(t *testing.T) {
+	// settled: the fixture with its import cached, and the type change
+	// to Headless settled.
+	settled := func(t *testing.T) (*Controller, *members.Member, *fake.Clientset, *mcsfake.Clientset) {
 		c, m, kube, mcs := derivedFixture(t, ns)
 		cur, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
 		require.NoError(t, err)
 		m.UseFixedCaches(ns, cur, mustGetService(t, kube))
 		settleTypes(t, c, m, target())
-		_, err = c.applyImport(t.Context(), view{m: m, c: m.Caches(), up: true}, target())
+		return c, m, kube, mcs
+	}
+	t.Run("written, then released", func(t *testing.T) {
+		c, m, kube, mcs := settled(t)
+		_, err := c.applyImport(t.Context(), view{m: m, c: m.Caches(), up: true}, target())
 		require.NoError(t, err)
 		live, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -320,13 +326,9 @@ func TestHeadlessReleasesVIPAfterTheImport(t *testing.T) {
 		assert.Equal(t, []string{"delete " + vip.DerivedName("ns", "web")}, actions(&kube.Fake))
 	})
 	t.Run("the import write fails: the VIP stays", func(t *testing.T) {
-		c, m, kube, mcs := derivedFixture(t, ns)
-		cur, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
-		require.NoError(t, err)
-		m.UseFixedCaches(ns, cur, mustGetService(t, kube))
-		settleTypes(t, c, m, target())
+		c, m, kube, mcs := settled(t)
 		refuse(&mcs.Fake, "update", "serviceimports", apierrors.NewForbidden(schema.GroupResource{Resource: "serviceimports"}, "web", errors.New("denied")), "web")
-		_, err = c.applyImport(t.Context(), view{m: m, c: m.Caches(), up: true}, target())
+		_, err := c.applyImport(t.Context(), view{m: m, c: m.Caches(), up: true}, target())
 		require.Error(t, err)
 		assert.Empty(t, actions(&kube.Fake), "the import still names the VIP: its Service stays")
 	})

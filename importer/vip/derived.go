@@ -457,36 +457,38 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 	return created, nil
 }
 
-// Holds reports whether the cache holds a derived Service of ours for
-// import namespace/name in clusterID (which Release would delete).
-func (d *Derived) Holds(clusterID, namespace, name string) bool {
+// cachedOwned returns the member clusterID and, from its cache, the
+// derived Service of ours for import namespace/name (nil when there is
+// none, or the member is unknown or down).
+func (d *Derived) cachedOwned(clusterID, namespace, name string) (*members.Member, *corev1.Service) {
 	m := d.members.Lookup(clusterID)
 	if m == nil {
-		return false
+		return nil, nil
 	}
 	c := m.Caches()
 	if c == nil {
-		return false
+		return m, nil
 	}
-	cur := c.Service(namespace, DerivedName(namespace, name))
-	return cur != nil && OwnedService(cur)
+	if cur := c.Service(namespace, DerivedName(namespace, name)); cur != nil && OwnedService(cur) {
+		return m, cur
+	}
+	return m, nil
+}
+
+// Holds reports whether the cache holds a derived Service of ours for
+// import namespace/name in clusterID (which Release would delete).
+func (d *Derived) Holds(clusterID, namespace, name string) bool {
+	_, cur := d.cachedOwned(clusterID, namespace, name)
+	return cur != nil
 }
 
 // Release implements Provider: it deletes the derived Service, if any.
 func (d *Derived) Release(ctx context.Context, clusterID, namespace, name string) error {
-	m := d.members.Lookup(clusterID)
-	if m == nil {
-		return nil
-	}
-	c := m.Caches()
-	if c == nil {
-		return nil
-	}
-	dn := DerivedName(namespace, name)
-	cur := c.Service(namespace, dn)
-	if cur == nil || !OwnedService(cur) {
+	m, cur := d.cachedOwned(clusterID, namespace, name)
+	if cur == nil {
 		return nil // cheap when there is nothing to release
 	}
+	dn := cur.Name
 	err := m.Kube.CoreV1().Services(namespace).Delete(ctx, dn, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &cur.UID},
 	})
