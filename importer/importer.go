@@ -362,6 +362,10 @@ func NewLogger(o Options, w io.Writer) *slog.Logger {
 // policyPoll is how often the --export-policy file is read for changes.
 var policyPoll = 2 * time.Second
 
+// startWait bounds how long reconciling waits, at a start or a new leader
+// term, for every member's first join attempt.
+const startWait = 5 * time.Second
+
 func Run(ctx context.Context, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -486,6 +490,22 @@ func Run(ctx context.Context, o Options) error {
 		var wwg sync.WaitGroup
 		defer wwg.Wait()
 		wwg.Go(func() { set.Run(ctx) })
+		// Reconciling waits for every member's first join attempt (at most
+		// startWait): members join one by one, and a reconcile that saw
+		// only some of them would write imports from part of the
+		// clusterset (another type, fewer endpoints) to be rewritten a
+		// moment later. A member slower than that is unseen: the hold
+		// covers what may have come from it.
+		started := make(chan struct{})
+		wwg.Go(func() {
+			defer close(started)
+			select {
+			case <-ctx.Done():
+			case <-set.Settled():
+			case <-time.After(startWait):
+				log.Warn("not every member cluster has been tried yet; reconciling with those that have", "after", startWait)
+			}
+		})
 		wwg.Go(func() {
 			select {
 			case <-ctx.Done():
@@ -504,6 +524,7 @@ func Run(ctx context.Context, o Options) error {
 				o.OnReady(addr)
 			}
 		})
+		<-started
 		ctrl.Run(ctx, o.Workers, o.Resync)
 		return nil
 	}

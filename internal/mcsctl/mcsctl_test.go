@@ -122,7 +122,7 @@ func mkService(t *testing.T, c *cluster.Cluster, name string, headless bool, eps
 	}
 	_, err := c.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 	require.NoError(t, err)
-	setSlice(t, c, name, map[string]string{discoveryv1.LabelServiceName: name}, eps...)
+	setSlice(t, c, name, map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}, eps...)
 }
 
 // setSlice creates or replaces the EndpointSlice <name>-1 with labels.
@@ -513,7 +513,7 @@ func TestKubectlMCS(t *testing.T) {
 		// With the importer stopped, east's own endpoints change and no
 		// member's mirror follows.
 		require.NoError(t, b.importer.Stop())
-		setSlice(t, east, "web", map[string]string{discoveryv1.LabelServiceName: "web"},
+		setSlice(t, east, "web", map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"},
 			ep{ip: "10.1.0.1", ready: true}, ep{ip: "10.1.0.2", ready: true}, ep{ip: "10.1.0.3", ready: true})
 		web := service(b.status(t), "web")
 		assert.Contains(t, web.Problems, "stale in west: 2 ready endpoints from east (east has 3)")
@@ -530,6 +530,18 @@ func TestKubectlMCS(t *testing.T) {
 			assert.Equal(c, map[string]int{"east": 3, "west": 1}, view(web, "north").Endpoints)
 			assert.True(c, view(web, "west").Import)
 		}, 60*time.Second, 500*time.Millisecond)
+	})
+
+	t.Run("forged slice", func(t *testing.T) {
+		// A slice no trusted manager wrote is reported, and never mirrored.
+		setSlice(t, east, "web-forged", map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "evil.example.com"},
+			ep{ip: "10.6.6.7", ready: true})
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			web := service(b.status(c), "web")
+			assert.Contains(c, web.Problems, `EndpointSlice web-forged-1 in east not mirrored: its manager "evil.example.com" is not one mcs-importer trusts (--endpointslice-managers)`)
+			assert.Equal(c, map[string]int{"east": 3, "west": 1}, view(web, "north").Endpoints, "never mirrored")
+		}, 30*time.Second, 500*time.Millisecond)
+		require.NoError(t, east.Kube.DiscoveryV1().EndpointSlices(ns).Delete(context.Background(), "web-forged-1", metav1.DeleteOptions{}))
 	})
 
 	t.Run("member down", func(t *testing.T) {
