@@ -82,7 +82,8 @@ func TestExportPolicy(t *testing.T) {
 		got, err := endpointsBySource(w.east, "pol-ok", "web")
 		return err == nil && assert.ObjectsAreEqual(want, got)
 	}, waitFor, tick, "only the addresses in north's range")
-	assert.Equal(t, "True/Valid", validOf("north", "pol-ok", "web"))
+	// Conditions follow the answers (a full pass after the serve pass).
+	require.Eventually(t, func() bool { return validOf("north", "pol-ok", "web") == "True/Valid" }, waitFor, tick, "%s", validOf("north", "pol-ok", "web"))
 	for _, k := range [][2]string{{"pol-denied", "web"}, {"pol-ok", "big"}} {
 		_, err := getImport(w.east, k[0], k[1])
 		assert.True(t, apierrors.IsNotFound(err), "%s/%s is not imported: %v", k[0], k[1], err)
