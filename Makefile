@@ -20,7 +20,9 @@ MCS_DNS_RUN_ID := $(shell head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 endif
 export MCS_DNS_RUN_ID
 RECORD_RUN = mkdir -p .cache/runs && touch .cache/runs/$(MCS_DNS_RUN_ID)
-GOFLAGS_TEST ?= -race -timeout 40m
+# -count=1: many tests build and run the binaries (procs.Build), which go test's
+# result cache does not see, so a cached pass could be of older binaries.
+GOFLAGS_TEST ?= -race -count=1 -timeout 40m
 
 .PHONY: help
 help: ## List the targets
