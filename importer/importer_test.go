@@ -158,7 +158,7 @@ func TestRestartAdoptsDeletesOrphansLeavesForeignObjects(t *testing.T) {
 	// own and objects we do not own appear.
 	rmExport(t, east, ns, "drop")
 	_, err = north.Kube.DiscoveryV1().EndpointSlices(ns).Create(bg(), &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: "orphan", Labels: aggregate.SliceLabels("nothing", "east-1")},
+		ObjectMeta:  metav1.ObjectMeta{Name: "orphan", Labels: aggregate.SliceLabels("nothing", "east-1", "")},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   endpoints(ips(1, "10.61.0")),
 	}, metav1.CreateOptions{})

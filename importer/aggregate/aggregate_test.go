@@ -443,6 +443,7 @@ func TestMirroredSlices(t *testing.T) {
 		"multicluster.kubernetes.io/service-name":   "web",
 		"multicluster.kubernetes.io/source-cluster": "east",
 		"endpointslice.kubernetes.io/managed-by":    "mcs-importer.mcs-dns.io",
+		"mcs-dns.io/source-managed-by":              "endpointslice-controller.k8s.io",
 	}, east.Labels)
 	assert.Equal(t, discoveryv1.AddressTypeIPv4, east.AddressType)
 	assert.Equal(t, a.Slices[0].Ports, east.Ports)

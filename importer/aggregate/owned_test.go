@@ -50,7 +50,7 @@ func TestOwnedMeta(t *testing.T) {
 	assert.Equal(t, desired.Annotations, annotations)
 
 	// Mirrored slices: the MCS labels are ours, the rest is not.
-	d := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Labels: SliceLabels("web", "east")}}
+	d := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Labels: SliceLabels("web", "east", "")}}
 	a := d.DeepCopy()
 	a.Labels["policy.example/touched"] = "yes"
 	assert.True(t, SliceUpToDate(d, a))

@@ -60,19 +60,25 @@ func portName(p discoveryv1.EndpointPort) string {
 	return *p.Name
 }
 
-// SliceLabels are the labels of a mirrored slice.
-func SliceLabels(svc, clusterID string) map[string]string {
-	return map[string]string{
+// SliceLabels are the labels of a mirrored slice of a source slice
+// managed by sourceManager ("": none recorded).
+func SliceLabels(svc, clusterID, sourceManager string) map[string]string {
+	l := map[string]string{
 		mcsapi.LabelServiceName:   svc,
 		mcsapi.LabelSourceCluster: clusterID,
 		mcsapi.LabelManagedBy:     mcsapi.ManagedByImporter,
 	}
+	if sourceManager != "" {
+		l[mcsapi.LabelSourceManagedBy] = sourceManager
+	}
+	return l
 }
 
 // MirrorSlice is the mirror of src (a slice of Service svc in cluster
 // clusterID): same namespace, deterministic name, the MCS labels, and the
 // address type, ports and each endpoint's addresses, conditions
-// (ready/serving/terminating), hostname and zone. Fields that point at
+// (ready/serving/terminating), hostname and zone; the source's manager is
+// recorded in LabelSourceManagedBy. Fields that point at
 // objects of the source cluster (nodeName, targetRef) and topology hints
 // (meant for the source cluster's proxies) are not carried. Proxies match
 // a slice's ports to the Service's (here the import's) by name. When
@@ -91,7 +97,7 @@ func MirrorSlice(src *discoveryv1.EndpointSlice, clusterID, svc string, serviceP
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: src.Namespace,
 			Name:      SliceName(svc, clusterID, src.Name),
-			Labels:    SliceLabels(svc, clusterID),
+			Labels:    SliceLabels(svc, clusterID, src.Labels[mcsapi.LabelManagedBy]),
 		},
 		AddressType: src.AddressType,
 	}

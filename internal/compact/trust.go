@@ -1,6 +1,9 @@
 package compact
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // The reasons a slice is not trusted (the plugin counts them in
 // coredns_mcs_ignored_objects_total{reason}).
@@ -8,6 +11,9 @@ const (
 	UntrustedNoManager        = "no_manager"
 	UntrustedKubeController   = "kubernetes_endpointslice_controller"
 	UntrustedManagerNotListed = "untrusted_manager"
+	// UntrustedSourceManager: a copy by a listed mirroring manager (as
+	// MANAGER/SOURCE) of a slice whose recorded manager is not listed.
+	UntrustedSourceManager = "untrusted_source_manager"
 	// KubeEndpointSliceManager is the Kubernetes endpointslice
 	// controller's endpointslice.kubernetes.io/managed-by value.
 	KubeEndpointSliceManager = "endpointslice-controller.k8s.io"
@@ -22,12 +28,22 @@ const (
 // may create EndpointSlices in a namespace could otherwise put addresses,
 // per-endpoint names and PTRs under a clusterset name and impersonate a
 // cluster ID.
-func Untrusted(managers []string, manager string) string {
+//
+// A listed value may also be MANAGER/SOURCE: the slices of MANAGER (a
+// mirroring controller such as mcs-importer) that record, in their
+// mcs-dns.io/source-managed-by label (sourceManager), that they copy a
+// slice written by SOURCE. A copy that records no source, or another,
+// is then not served unless MANAGER is listed alone too.
+func Untrusted(managers []string, manager, sourceManager string) string {
 	switch {
 	case manager == "":
 		return UntrustedNoManager
 	case managers != nil && slices.Contains(managers, manager):
 		return ""
+	case managers != nil && sourceManager != "" && slices.Contains(managers, manager+"/"+sourceManager):
+		return ""
+	case managers != nil && slices.ContainsFunc(managers, func(m string) bool { return strings.HasPrefix(m, manager+"/") }):
+		return UntrustedSourceManager
 	case managers != nil:
 		return UntrustedManagerNotListed
 	case manager == KubeEndpointSliceManager:

@@ -30,6 +30,11 @@ const (
 	LabelManagedBy = "endpointslice.kubernetes.io/managed-by"
 	// ManagedByImporter is the managed-by value of everything mcs-importer writes.
 	ManagedByImporter = "mcs-importer.mcs-dns.io"
+	// LabelSourceManagedBy on a mirrored EndpointSlice is its source
+	// slice's endpointslice.kubernetes.io/managed-by value, so that a
+	// reader (the plugin's endpointslice_managers) can trust a copy by
+	// who wrote the original as well as by who copied it.
+	LabelSourceManagedBy = "mcs-dns.io/source-managed-by"
 	// LabelKubeServiceName is the label kube-proxy uses to route a Service's slices.
 	LabelKubeServiceName = "kubernetes.io/service-name"
 

@@ -67,12 +67,15 @@ type ImportInfo struct {
 // SliceInfo is an EndpointSlice labelled with the service's name, and
 // whether the plugin serves it.
 type SliceInfo struct {
-	Name          string         `json:"name"`
-	SourceCluster string         `json:"sourceCluster,omitempty"`
-	ManagedBy     string         `json:"managedBy,omitempty"`
-	Served        bool           `json:"served"`
-	NotServed     string         `json:"notServed,omitempty"`
-	Endpoints     []EndpointInfo `json:"endpoints"`
+	Name          string `json:"name"`
+	SourceCluster string `json:"sourceCluster,omitempty"`
+	ManagedBy     string `json:"managedBy,omitempty"`
+	// SourceManagedBy is the manager of the source slice a mirrored
+	// copy records.
+	SourceManagedBy string         `json:"sourceManagedBy,omitempty"`
+	Served          bool           `json:"served"`
+	NotServed       string         `json:"notServed,omitempty"`
+	Endpoints       []EndpointInfo `json:"endpoints"`
 }
 
 // EndpointInfo is one endpoint of a slice.
@@ -90,6 +93,10 @@ type ExportInfo struct {
 	Exported bool       `json:"exported"`
 	Valid    *condition `json:"valid,omitempty"`
 	Conflict *condition `json:"conflict,omitempty"`
+	// NotMirrored says which of the Service's source EndpointSlices and
+	// addresses in that member mcs-importer leaves out (untrusted
+	// managers, the export policy's addressRanges).
+	NotMirrored []string `json:"notMirrored,omitempty"`
 }
 
 // DNSCheck is what the member's CoreDNS answered, compared.
@@ -249,9 +256,9 @@ func readObjects(ctx context.Context, o *Options, m *member, ns string) (map[str
 		case cs.Err != nil:
 			so.why = "rejected: " + cs.Err.Error()
 		default:
-			so.why = untrusted(o.Managers, manager)
+			so.why = untrusted(o.Managers, manager, es.Labels[mcsapi.LabelSourceManagedBy])
 		}
-		so.info = SliceInfo{Name: es.Name, SourceCluster: es.Labels[mcsapi.LabelSourceCluster], ManagedBy: manager, Served: so.why == "", NotServed: so.why, Endpoints: []EndpointInfo{}}
+		so.info = SliceInfo{Name: es.Name, SourceCluster: es.Labels[mcsapi.LabelSourceCluster], ManagedBy: manager, SourceManagedBy: es.Labels[mcsapi.LabelSourceManagedBy], Served: so.why == "", NotServed: so.why, Endpoints: []EndpointInfo{}}
 		for _, ep := range es.Endpoints {
 			ei := EndpointInfo{Addresses: ep.Addresses, Ready: ep.Conditions.Ready == nil || *ep.Conditions.Ready}
 			if ep.Hostname != nil {
@@ -268,12 +275,14 @@ func readObjects(ctx context.Context, o *Options, m *member, ns string) (map[str
 // untrusted says why a slice managed by manager is not served under the
 // trusted managers ("" when it is): the plugin's rule (compact.Untrusted),
 // in words.
-func untrusted(managers []string, manager string) string {
-	switch compact.Untrusted(managers, manager) {
+func untrusted(managers []string, manager, source string) string {
+	switch compact.Untrusted(managers, manager, source) {
 	case compact.UntrustedNoManager:
 		return "no " + discoveryv1.LabelManagedBy + " label (not a trusted manager; see endpointslice_managers)"
 	case compact.UntrustedManagerNotListed:
 		return fmt.Sprintf("managed by %q, not one of endpointslice_managers %v", manager, managers)
+	case compact.UntrustedSourceManager:
+		return fmt.Sprintf("managed by %q copying a slice of %q, not one of endpointslice_managers %v", manager, source, managers)
 	case compact.UntrustedKubeController:
 		return "managed by the Kubernetes endpointslice controller (a cluster's own Service, never clusterset)"
 	}
@@ -359,7 +368,11 @@ func explainForward(ctx context.Context, o *Options, ac *answerConfig, ms []*mem
 		}
 		rep.Shaping.LocalFirst = set.LocalFirst()
 	}
-	rep.Export = exportsOf(ctx, ms, n.Namespace, n.Service)
+	rules, err := rulesOf(o)
+	if err != nil {
+		return err
+	}
+	rep.Export = exportsOf(ctx, ms, rules, n.Namespace, n.Service)
 	if len(rep.Answer) == 0 {
 		rep.Reasons = forwardReasons(rep, m, so, ix.Service(n.Key), n, qtype)
 	}
@@ -385,8 +398,9 @@ func importInfo(so *serviceObjects) *ImportInfo {
 	return ii
 }
 
-// exportsOf reads the ServiceExport ns/name in every member.
-func exportsOf(ctx context.Context, ms []*member, ns, name string) []ExportInfo {
+// exportsOf reads the ServiceExport ns/name in every member and, where it
+// is exported, what of its Service's EndpointSlices rules leave out.
+func exportsOf(ctx context.Context, ms []*member, rules sourceRules, ns, name string) []ExportInfo {
 	out := make([]ExportInfo, len(ms))
 	done := make(chan struct{}, len(ms))
 	for i, m := range ms {
@@ -407,6 +421,12 @@ func exportsOf(ctx context.Context, ms []*member, ns, name string) []ExportInfo 
 				ei.Exported = true
 				ei.Valid = conditionOf(u, "Valid")
 				ei.Conflict = conditionOf(u, "Conflict")
+				srcs, err := listSlices(ctx, m, ns, discoveryv1.LabelServiceName+"="+name)
+				if err != nil {
+					ei.NotMirrored = []string{"its EndpointSlices could not be read: " + short(err)}
+					break
+				}
+				_, ei.NotMirrored = rules.mirrored(m.ID, m.Context, sourceSlices(srcs, ns, name))
 			}
 			out[i] = ei
 		}()
@@ -440,6 +460,7 @@ func forwardReasons(rep *ExplainReport, m *member, so *serviceObjects, set *answ
 		if e.Conflict != nil && e.Conflict.Status == "True" {
 			add("conflict (export in %s): %s: %s", e.Cluster, e.Conflict.Reason, e.Conflict.Message)
 		}
+		r = append(r, e.NotMirrored...)
 	}
 	if len(exported) == 0 {
 		msg := fmt.Sprintf("not exported: no ServiceExport %s/%s in any member", n.Namespace, n.Service)
@@ -701,6 +722,9 @@ func printExplain(w io.Writer, rep *ExplainReport) {
 				fmt.Fprintf(w, "  %s: none\n", e.Cluster)
 			default:
 				fmt.Fprintf(w, "  %s: Valid=%s Conflict=%s\n", e.Cluster, condString(e.Valid), condString(e.Conflict))
+				for _, n := range e.NotMirrored {
+					fmt.Fprintf(w, "    %s\n", n)
+				}
 			}
 		}
 	}

@@ -45,6 +45,10 @@ type Options struct {
 	// SourceManagers mirror mcs-importer's --endpointslice-managers: the
 	// managers of the source EndpointSlices it mirrors (status).
 	SourceManagers []string
+	// ExportPolicy is mcs-importer's --export-policy file, when given:
+	// source endpoints outside its addressRanges are reported as not
+	// mirrored (status, explain).
+	ExportPolicy string
 	// Zone is the forward zone the plugin serves.
 	Zone string
 	// Corefile, when set, is the Corefile of the CoreDNS explained: its
@@ -109,7 +113,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "bound on each request to a member; a member that does not answer in time is shown as unreachable")
 	fs.StringVar(&o.In, "in", "", "explain: the member context whose answer to explain (default: the kubeconfig's current context)")
 	fs.StringVar(&o.DNS, "dns", "", "explain: address (host[:port]) of that member's CoreDNS, to ask and compare")
-	fs.StringSliceVar(&o.SourceManagers, "source-managers", []string{"endpointslice-controller.k8s.io"}, "status: the managers of the source EndpointSlices mcs-importer mirrors, as its --endpointslice-managers (slices of exported Services with others are reported as not mirrored)")
+	fs.StringSliceVar(&o.SourceManagers, "source-managers", []string{"endpointslice-controller.k8s.io"}, "status, explain: the managers of the source EndpointSlices mcs-importer mirrors, as its --endpointslice-managers (slices of exported Services with others are reported as not mirrored)")
+	fs.StringVar(&o.ExportPolicy, "export-policy", "", "status, explain: mcs-importer's --export-policy file; endpoint addresses of exported Services outside its addressRanges are reported as not mirrored")
 	fs.StringSliceVar(&o.Managers, "endpointslice-managers", nil, "explain: the trusted EndpointSlice managers, as the Corefile's endpointslice_managers (default: the plugin's default rule)")
 	fs.StringVar(&o.Zone, "zone", o.Zone, "explain: the forward zone the mcs plugin serves")
 	fs.StringVar(&o.Corefile, "corefile", "", "explain: the Corefile of that member's CoreDNS; its mcs stanza gives the zones, endpointslice_managers and answer shaping (cluster_id, locality, rotate, max_answers) unless flags override them")

@@ -89,6 +89,15 @@ func service(rep *mcsctl.StatusReport, name string) *mcsctl.ServiceStatus {
 	return nil
 }
 
+func exportOf(s *mcsctl.ServiceStatus, cluster string) *mcsctl.ExportStatus {
+	for i := range s.Exports {
+		if s.Exports[i].Cluster == cluster {
+			return &s.Exports[i]
+		}
+	}
+	return &mcsctl.ExportStatus{}
+}
+
 func view(s *mcsctl.ServiceStatus, context string) *mcsctl.MemberView {
 	for i := range s.Members {
 		if s.Members[i].Context == context {
@@ -541,6 +550,35 @@ func TestKubectlMCS(t *testing.T) {
 			assert.Contains(c, web.Problems, `EndpointSlice web-forged-1 in east not mirrored: its manager "evil.example.com" is not one mcs-importer trusts (--endpointslice-managers)`)
 			assert.Equal(c, map[string]int{"east": 3, "west": 1}, view(web, "north").Endpoints, "never mirrored")
 		}, 30*time.Second, 500*time.Millisecond)
+		// explain says so at the export, and shows the copies' source
+		// manager.
+		rep := b.explain(t, "web.shop.svc.clusterset.local")
+		notMirrored := `EndpointSlice web-forged-1 in east not mirrored: its manager "evil.example.com" is not one mcs-importer trusts (--endpointslice-managers)`
+		for _, e := range rep.Export {
+			if e.Cluster == "east" {
+				assert.Equal(t, []string{notMirrored}, e.NotMirrored)
+			} else {
+				assert.Empty(t, e.NotMirrored, e.Cluster)
+			}
+		}
+		require.NotEmpty(t, rep.Slices)
+		for _, s := range rep.Slices {
+			assert.Equal(t, "endpointslice-controller.k8s.io", s.SourceManagedBy, s.Name)
+		}
+		code, out, errOut := kubectl("explain", "web.shop.svc.clusterset.local", "--kubeconfig", b.set.Kubeconfig, "--contexts", members, "--in", "east")
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "    "+notMirrored+"\n", "under the export")
+		// With the importer's export policy, the addresses it drops.
+		pol := filepath.Join(t.TempDir(), "policy.yaml")
+		require.NoError(t, os.WriteFile(pol, []byte("apiVersion: mcs-dns.io/v1alpha1\nkind: ExportPolicy\nclusters:\n  east:\n    addressRanges: [\"10.1.0.0/31\", \"10.1.0.2/32\"]\n"), 0o600))
+		web := service(b.status(t, "--export-policy", pol), "web")
+		assert.Contains(t, web.Problems, "EndpointSlice web-1 in east: address 10.1.0.3 not mirrored: outside the export policy's addressRanges for cluster east")
+		assert.Equal(t, 2, exportOf(web, "east").ReadyEndpoints, "the two the policy allows")
+		rep = b.explain(t, "web.shop.svc.clusterset.local", "--export-policy", pol)
+		assert.Contains(t, rep.Reasons, "EndpointSlice web-1 in east: address 10.1.0.3 not mirrored: outside the export policy's addressRanges for cluster east")
+		code, _, errOut = kubectl("status", "--kubeconfig", b.set.Kubeconfig, "--contexts", members, "--export-policy", filepath.Join(t.TempDir(), "none.yaml"))
+		assert.NotEqual(t, 0, code)
+		assert.Contains(t, errOut, "--export-policy:")
 		require.NoError(t, east.Kube.DiscoveryV1().EndpointSlices(ns).Delete(context.Background(), "web-forged-1", metav1.DeleteOptions{}))
 	})
 

@@ -80,9 +80,13 @@ func runStatus(ctx context.Context, o *Options, service string, stdout, stderr i
 	if err != nil {
 		return err
 	}
+	rules, err := rulesOf(o)
+	if err != nil {
+		return err
+	}
 	ms := connect(ctx, o, names)
 	snaps := fetch(ctx, ms, o.Namespace, service)
-	rep := status(snaps, o.SourceManagers)
+	rep := status(snaps, rules)
 	usable := 0
 	for _, s := range snaps {
 		if s.usable() {
@@ -102,9 +106,9 @@ func runStatus(ctx context.Context, o *Options, service string, stdout, stderr i
 	return nil
 }
 
-// status compares the snapshots of every member; sourceManagers are the
-// managers of the source slices mcs-importer mirrors.
-func status(snaps []*snapshot, sourceManagers []string) *StatusReport {
+// status compares the snapshots of every member; rules say which source
+// endpoints mcs-importer mirrors.
+func status(snaps []*snapshot, rules sourceRules) *StatusReport {
 	rep := &StatusReport{Services: []ServiceStatus{}}
 	keys := map[string]bool{}
 	for _, s := range snaps {
@@ -125,12 +129,12 @@ func status(snaps []*snapshot, sourceManagers []string) *StatusReport {
 	}
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		ns, name, _ := strings.Cut(k, "/")
-		rep.Services = append(rep.Services, serviceStatus(snaps, ns, name, sourceManagers))
+		rep.Services = append(rep.Services, serviceStatus(snaps, ns, name, rules))
 	}
 	return rep
 }
 
-func serviceStatus(snaps []*snapshot, ns, name string, sourceManagers []string) ServiceStatus {
+func serviceStatus(snaps []*snapshot, ns, name string, rules sourceRules) ServiceStatus {
 	st := ServiceStatus{Namespace: ns, Name: name, Exports: []ExportStatus{}}
 	k := key(ns, name)
 	var problems []string
@@ -160,10 +164,9 @@ func serviceStatus(snaps []*snapshot, ns, name string, sourceManagers []string) 
 				Ready:    conditionOf(e, "Ready"),
 				Conflict: conditionOf(e, "Conflict"),
 			}
-			srcs, ignored := trustedSlices(sourceSlices(s.source, ns, name), sourceManagers)
-			for _, es := range ignored {
-				problem("EndpointSlice %s in %s not mirrored: its manager %q is not one mcs-importer trusts (--endpointslice-managers)",
-					es.Name, s.m.Context, es.Labels[discoveryv1.LabelManagedBy])
+			srcs, notes := rules.mirrored(s.m.ID, s.m.Context, sourceSlices(s.source, ns, name))
+			for _, n := range notes {
+				problem("%s", n)
 			}
 			addrs := readyAddrs(srcs)
 			es.ReadyEndpoints = len(addrs)
@@ -291,19 +294,6 @@ func sourceSlices(all []discoveryv1.EndpointSlice, ns, name string) []*discovery
 		}
 	}
 	return out
-}
-
-// trustedSlices splits ss into the slices whose manager is one of managers
-// (those mcs-importer mirrors) and the others.
-func trustedSlices(ss []*discoveryv1.EndpointSlice, managers []string) (trusted, ignored []*discoveryv1.EndpointSlice) {
-	for _, es := range ss {
-		if slices.Contains(managers, es.Labels[discoveryv1.LabelManagedBy]) {
-			trusted = append(trusted, es)
-		} else {
-			ignored = append(ignored, es)
-		}
-	}
-	return trusted, ignored
 }
 
 // diff says how got differs from want ("" when equal).

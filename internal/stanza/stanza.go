@@ -62,8 +62,14 @@ func (o *Options) Parse(d *caddyfile.Dispenser) (bool, error) {
 			return true, d.ArgErr()
 		}
 		for _, m := range args {
-			if errs := validation.IsValidLabelValue(m); len(errs) > 0 || m == "" {
-				return true, d.Errf("endpointslice_managers: %q is not a label value: %s", m, strings.Join(errs, "; "))
+			// MANAGER, or MANAGER/SOURCE: both label values.
+			for _, part := range strings.SplitN(m, "/", 2) {
+				if errs := validation.IsValidLabelValue(part); len(errs) > 0 || part == "" {
+					if part == "" {
+						errs = append(errs, "empty")
+					}
+					return true, d.Errf("endpointslice_managers: %q is neither MANAGER nor MANAGER/SOURCE: %q is not a label value: %s", m, part, strings.Join(errs, "; "))
+				}
 			}
 			if !slices.Contains(o.Managers, m) {
 				o.Managers = append(o.Managers, m)

@@ -25,7 +25,7 @@ clusterset.local 10.250.0.0/16 {
         locality local-first
         rotate
         max_answers 20
-        endpointslice_managers mcs-importer.mcs-dns.io
+        endpointslice_managers mcs-importer.mcs-dns.io other.example/endpointslice-controller.k8s.io
     }
 }
 example.org {
@@ -42,7 +42,7 @@ example.org {
 	assert.Equal(t, 4, got[0].Line)
 	assert.Equal(t, []string{"clusterset.local.", "250.10.in-addr.arpa."}, got[0].Zones)
 	assert.Equal(t, answers.Shaping{ClusterID: "west", Locality: answers.LocalityLocalFirst, Rotate: true, MaxAnswers: 20}, got[0].Shaping)
-	assert.Equal(t, []string{"mcs-importer.mcs-dns.io"}, got[0].Managers)
+	assert.Equal(t, []string{"mcs-importer.mcs-dns.io", "other.example/endpointslice-controller.k8s.io"}, got[0].Managers)
 	assert.Equal(t, []string{"clusterset.local."}, got[1].Zones, "the default zone")
 	assert.Equal(t, stanza.Options{}, got[1].Options)
 }
@@ -64,13 +64,16 @@ func TestReadExamplesAndErrors(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{
-		"a {\n mcs {\n  max_answers 0\n }\n}":          `Corefile:3 - Error during parsing: max_answers "0" is not a number in 1..4096`,
-		"a {\n mcs {\n  locality near\n }\n}":          `locality "near" is neither local-first nor none`,
-		"a {\n mcs {\n  cluster_id Not_An_ID\n }\n}":   `cluster_id: cluster ID "Not_An_ID" is not a DNS subdomain`,
-		"a {\n mcs {\n  rotate always\n }\n}":          "Wrong argument count",
-		"a {\n mcs in-addr.arpa\n}":                    "at least one zone must be a forward (non-reverse) zone",
-		"a {\n mcs\n mcs\n}":                           "server block a has more than one mcs stanza",
-		"a {\n mcs {\n  endpointslice_managers\n }\n}": "Wrong argument count",
+		"a {\n mcs {\n  max_answers 0\n }\n}":                `Corefile:3 - Error during parsing: max_answers "0" is not a number in 1..4096`,
+		"a {\n mcs {\n  locality near\n }\n}":                `locality "near" is neither local-first nor none`,
+		"a {\n mcs {\n  cluster_id Not_An_ID\n }\n}":         `cluster_id: cluster ID "Not_An_ID" is not a DNS subdomain`,
+		"a {\n mcs {\n  rotate always\n }\n}":                "Wrong argument count",
+		"a {\n mcs in-addr.arpa\n}":                          "at least one zone must be a forward (non-reverse) zone",
+		"a {\n mcs\n mcs\n}":                                 "server block a has more than one mcs stanza",
+		"a {\n mcs {\n  endpointslice_managers\n }\n}":       "Wrong argument count",
+		"a {\n mcs {\n  endpointslice_managers a/\n }\n}":    `endpointslice_managers: "a/" is neither MANAGER nor MANAGER/SOURCE: "" is not a label value: empty`,
+		"a {\n mcs {\n  endpointslice_managers a/b/c\n }\n}": `endpointslice_managers: "a/b/c" is neither MANAGER nor MANAGER/SOURCE: "b/c" is not a label value`,
+		"a {\n mcs {\n  endpointslice_managers -x\n }\n}":    `"-x" is not a label value`,
 	} {
 		_, err := stanza.Read("Corefile", strings.NewReader(in))
 		assert.ErrorContains(t, err, want, in)

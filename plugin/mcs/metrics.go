@@ -33,7 +33,7 @@ var (
 		Namespace: plugin.Namespace,
 		Subsystem: "mcs",
 		Name:      "ignored_objects_total",
-		Help:      "EndpointSlices not served because their endpointslice.kubernetes.io/managed-by is not trusted (endpointslice_managers), by reason (no_manager, kubernetes_endpointslice_controller, untrusted_manager).",
+		Help:      "EndpointSlices not served because their endpointslice.kubernetes.io/managed-by is not trusted (endpointslice_managers), by reason (no_manager, kubernetes_endpointslice_controller, untrusted_manager, untrusted_source_manager).",
 	}, []string{"reason"})
 
 	programmingLatency = promauto.NewHistogram(prometheus.HistogramOpts{

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/internal/compact"
 	"github.com/mcs-dns/mcs-dns/internal/listwatchjson"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 // byService indexes compact slices by "<namespace>/<service>".
@@ -77,10 +78,11 @@ func (c *controller) transformTrustedSlice(obj any) (any, error) {
 	if err != nil || !ok || !isSlice || s.Err != nil {
 		return out, err
 	}
-	if reason := compact.Untrusted(c.managers, es.Labels[discoveryv1.LabelManagedBy]); reason != "" {
+	manager, source := es.Labels[discoveryv1.LabelManagedBy], es.Labels[mcsapi.LabelSourceManagedBy]
+	if reason := compact.Untrusted(c.managers, manager, source); reason != "" {
 		ignoredObjects.WithLabelValues(reason).Inc()
-		log.Warningf("ignoring EndpointSlice %s/%s: managed-by %q is not a trusted manager (%s; see endpointslice_managers)",
-			es.Namespace, es.Name, es.Labels[discoveryv1.LabelManagedBy], reason)
+		log.Warningf("ignoring EndpointSlice %s/%s: managed-by %q (source managed-by %q) is not a trusted manager (%s; see endpointslice_managers)",
+			es.Namespace, es.Name, manager, source, reason)
 		s.Err = errUntrusted
 	}
 	return s, nil

@@ -1,0 +1,68 @@
+package mcsctl
+
+import (
+	"fmt"
+	"slices"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/mcs-dns/mcs-dns/importer/policy"
+)
+
+// sourceRules are mcs-importer's rules for which source endpoints of an
+// exported Service it mirrors: its --endpointslice-managers and, when
+// given, its --export-policy.
+type sourceRules struct {
+	managers []string
+	policy   *policy.Policy
+}
+
+// rulesOf reads o's --source-managers and --export-policy.
+func rulesOf(o *Options) (sourceRules, error) {
+	r := sourceRules{managers: o.SourceManagers}
+	if o.ExportPolicy != "" {
+		p, _, err := policy.Load(o.ExportPolicy)
+		if err != nil {
+			return r, fmt.Errorf("--export-policy: %w", err)
+		}
+		r.policy = p
+	}
+	return r, nil
+}
+
+// mirrored is what mcs-importer mirrors of srcs, the source slices of an
+// export of cluster clusterID: the slices of trusted managers, without the
+// endpoint addresses the export policy does not allow (an endpoint left
+// without an address goes); notes say, in words, what was left out.
+func (r sourceRules) mirrored(clusterID, context string, srcs []*discoveryv1.EndpointSlice) (kept []*discoveryv1.EndpointSlice, notes []string) {
+	for _, es := range srcs {
+		if !slices.Contains(r.managers, es.Labels[discoveryv1.LabelManagedBy]) {
+			notes = append(notes, fmt.Sprintf("EndpointSlice %s in %s not mirrored: its manager %q is not one mcs-importer trusts (--endpointslice-managers)",
+				es.Name, context, es.Labels[discoveryv1.LabelManagedBy]))
+			continue
+		}
+		if !r.policy.RestrictsAddresses(clusterID) {
+			kept = append(kept, es)
+			continue
+		}
+		out := es.DeepCopy()
+		out.Endpoints = nil
+		for _, ep := range es.Endpoints {
+			var allowed []string
+			for _, a := range ep.Addresses {
+				if r.policy.AddressAllowed(clusterID, a) {
+					allowed = append(allowed, a)
+				} else {
+					notes = append(notes, fmt.Sprintf("EndpointSlice %s in %s: address %s not mirrored: outside the export policy's addressRanges for cluster %s", es.Name, context, a, clusterID))
+				}
+			}
+			if len(allowed) > 0 {
+				ep := *ep.DeepCopy()
+				ep.Addresses = allowed
+				out.Endpoints = append(out.Endpoints, ep)
+			}
+		}
+		kept = append(kept, out)
+	}
+	return kept, notes
+}
