@@ -575,7 +575,11 @@ func TestKubectlMCS(t *testing.T) {
 		assert.Contains(t, web.Problems, "EndpointSlice web-1 in east: address 10.1.0.3 not mirrored: outside the export policy's addressRanges for cluster east")
 		assert.Equal(t, 2, exportOf(web, "east").ReadyEndpoints, "the two the policy allows")
 		rep = b.explain(t, "web.shop.svc.clusterset.local", "--export-policy", pol)
-		assert.Contains(t, rep.Reasons, "EndpointSlice web-1 in east: address 10.1.0.3 not mirrored: outside the export policy's addressRanges for cluster east")
+		for _, e := range rep.Export {
+			if e.Cluster == "east" {
+				assert.Contains(t, e.NotMirrored, "EndpointSlice web-1 in east: address 10.1.0.3 not mirrored: outside the export policy's addressRanges for cluster east")
+			}
+		}
 		code, _, errOut = kubectl("status", "--kubeconfig", b.set.Kubeconfig, "--contexts", members, "--export-policy", filepath.Join(t.TempDir(), "none.yaml"))
 		assert.NotEqual(t, 0, code)
 		assert.Contains(t, errOut, "--export-policy:")

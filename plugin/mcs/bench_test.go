@@ -236,3 +236,35 @@ var benchRemoteTCP net.Addr = &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 4000
 
 func (discardTCP) Network() string      { return "tcp" }
 func (discardTCP) RemoteAddr() net.Addr { return benchRemoteTCP }
+
+// BenchmarkUDPCap runs the same UDP queries (4096-byte EDNS0 buffer)
+// side by side under the default max_udp_size 1232 and under 65535 (the
+// client's buffer decides): what the cap costs on the query path.
+func BenchmarkUDPCap(b *testing.B) {
+	for _, maxUDP := range []int{DefaultMaxUDPSize, 65535} {
+		p := newTestMCSWith(b, &config{ttl: 5, maxUDP: maxUDP})
+		for _, c := range []struct {
+			name  string
+			qname string
+			qtype uint16
+		}{
+			{"ClusterSetIP-A", "web.demo.svc.clusterset.local.", dns.TypeA},
+			{"Headless-A", "db.demo.svc.clusterset.local.", dns.TypeA},
+			{"SRV", "_pg._tcp.db.demo.svc.clusterset.local.", dns.TypeSRV},
+		} {
+			b.Run(fmt.Sprintf("max_udp_size=%d/%s", maxUDP, c.name), func(b *testing.B) {
+				m := new(dns.Msg)
+				m.SetQuestion(c.qname, c.qtype)
+				m.SetEdns0(4096, false)
+				w := request.NewScrubWriter(m, discard{})
+				ctx := context.Background()
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := p.ServeDNS(ctx, w, m); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
