@@ -20,7 +20,8 @@ import (
 //     export's exportedLabels and exportedAnnotations, which the import
 //     records in AnnotationExportedLabels and AnnotationExportedAnnotations
 //     (so that a key the export stops exporting is removed);
-//   - on a mirrored EndpointSlice: the labels of SliceLabels and the
+//   - on a mirrored EndpointSlice: the labels of SliceLabels (with the
+//     source's manager) and the
 //     kubernetes.io/service-name label a derived Service adds.
 //
 // An import written without the records (by an older mcs-importer) is
