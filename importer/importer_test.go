@@ -565,7 +565,8 @@ func TestImportFollowsExportsAndEndpoints(t *testing.T) {
 					"multicluster.kubernetes.io/service-name":   "web",
 					"multicluster.kubernetes.io/source-cluster": "east-1",
 					"endpointslice.kubernetes.io/managed-by":    "mcs-importer.mcs-dns.io",
-				}, s.Labels)
+					"mcs-dns.io/source-managed-by":              "endpointslice-controller.k8s.io",
+				}, s.Labels, "the source slice's manager is recorded for the plugin's endpointslice_managers")
 				assert.Equal(c, discoveryv1.AddressTypeIPv4, s.AddressType)
 				assert.Equal(c, []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}}, s.Ports)
 				if assert.Len(c, s.Endpoints, 3) {
