@@ -110,6 +110,24 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 
 	// An existing import keeps its type until the new one has settled.
 	want := res.Import
+	if cur != nil && cur.Spec.Type != want.Spec.Type {
+		// The type held decides what is written and whether the VIP
+		// goes, so it is read from the API server: a cache a moment
+		// behind a type change just written would have the import
+		// changed back without its settle, and its VIP released while
+		// the live import names it. Only while types differ, which is
+		// rare.
+		live, err := m.GetImport(ctx, ns, name)
+		switch {
+		case apierrors.IsNotFound(err):
+			cur = nil
+		case err != nil:
+			c.failed(m, "get ServiceImport")
+			return importOutcome{present: true}, fmt.Errorf("reading ServiceImport before changing its type: %w", err)
+		case members.Owned(live):
+			cur = live
+		}
+	}
 	if cur != nil {
 		switch ok, wait := c.types.settled(frozenKey, cur.Spec.Type, want.Spec.Type, c.now()); {
 		case !ok:

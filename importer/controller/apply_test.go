@@ -381,3 +381,32 @@ func TestTypeChangeSettles(t *testing.T) {
 	ok, _ = s.settled("east/ns/web", mcsv1beta1.ClusterSetIP, mcsv1beta1.Headless, t0.Add(2*typeChangeSettle))
 	assert.True(t, ok)
 }
+
+// A cache behind the import's last type change must not decide the type:
+// the import was just written ClusterSetIP (with its VIP), the cache still
+// shows it Headless, and the exports still want ClusterSetIP. Taking the
+// cache's type as the one held would write Headless (without the settle
+// the change needs) or release the VIP the live import names.
+func TestTypeDecidedOnTheLiveImport(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	c, m, kube, mcs := derivedFixture(t, ns)
+	live, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	stale := live.DeepCopy()
+	stale.Spec.Type, stale.Spec.IPs = mcsv1beta1.Headless, nil
+	m.UseFixedCaches(ns, stale, mustGetService(t, kube))
+	want := live.DeepCopy()
+	want.UID, want.Annotations = "", nil
+	want.Spec.IPs = nil
+	tg := importTarget{ns: "ns", name: "web", res: &aggregate.Result{Import: want}, active: true, pass: passServe}
+
+	_, err = c.applyImport(t.Context(), view{m: m, c: m.Caches(), up: true}, tg)
+	require.NoError(t, err)
+	got, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, mcsv1beta1.ClusterSetIP, got.Spec.Type, "the type the exports want, which the import has")
+	assert.Equal(t, []string{"10.96.0.10"}, got.Spec.IPs, "and its VIP")
+	for _, a := range actions(&kube.Fake) {
+		assert.NotEqual(t, "delete "+vip.DerivedName("ns", "web"), a, "the VIP the live import names stays")
+	}
+}
