@@ -2,6 +2,8 @@ package controller
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -408,5 +410,48 @@ func TestTypeDecidedOnTheLiveImport(t *testing.T) {
 	assert.Equal(t, []string{"10.96.0.10"}, got.Spec.IPs, "and its VIP")
 	for _, a := range actions(&kube.Fake) {
 		assert.NotEqual(t, "delete "+vip.DerivedName("ns", "web"), a, "the VIP the live import names stays")
+	}
+}
+
+// One member's slow API server delays its own copies only: the import is
+// written into the others while it hangs. The first member's create
+// blocks until the second's has been made, which a reconcile writing the
+// members in turn never does (the first would time out).
+func TestSlowMemberDelaysOnlyItself(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	slow, fast := mcsfake.NewSimpleClientset(), mcsfake.NewSimpleClientset()
+	fastCreated := make(chan struct{})
+	var once sync.Once
+	fast.PrependReactor("create", "serviceimports", func(k8stesting.Action) (bool, runtime.Object, error) {
+		once.Do(func() { close(fastCreated) })
+		return false, nil, nil
+	})
+	var waited atomic.Bool
+	slow.PrependReactor("create", "serviceimports", func(k8stesting.Action) (bool, runtime.Object, error) {
+		select {
+		case <-fastCreated:
+		case <-time.After(5 * time.Second):
+			waited.Store(true)
+			return true, nil, apierrors.NewTimeoutError("the slow member", 1)
+		}
+		return false, nil, nil
+	})
+	east := &members.Member{ID: "east", Kube: fake.NewClientset(), MCS: slow, Importing: true}
+	east.UseFixedCaches(ns, export, svc)
+	west := &members.Member{ID: "west", Kube: fake.NewClientset(), MCS: fast, Importing: true}
+	west.UseFixedCaches(ns)
+	c := New(Options{Members: members.Static{east, west}})
+	t.Cleanup(c.ShutDown)
+
+	require.NoError(t, c.Reconcile(t.Context(), "ns/web"))
+	assert.False(t, waited.Load(), "west's import was written while east's create hung")
+	for _, cs := range []*mcsfake.Clientset{slow, fast} {
+		si, err := cs.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, mcsv1beta1.ClusterSetIP, si.Spec.Type)
 	}
 }

@@ -604,35 +604,48 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		c.conflicted.Delete(k)
 	}
 
-	// Import side.
+	// Import side: every up member at once, each under its own deadline,
+	// so that a slow or hanging member delays its own copies only, and a
+	// reconcile lasts as long as its slowest member, not the sum of all.
+	type imported struct {
+		present  bool
+		inTheWay []string
+		err      error
+	}
+	outs := fanOut(ctx, views, func(ctx context.Context, _ int, v view) imported {
+		if !v.up {
+			return imported{}
+		}
+		if !v.m.Importing {
+			cur := v.c.Import(ns, name)
+			if cur == nil {
+				return imported{}
+			}
+			if members.Owned(cur) {
+				return imported{present: true}
+			}
+			return imported{inTheWay: []string{importObject(ns, name)}}
+		}
+		out, err := c.applyImport(ctx, v, importTarget{ns: ns, name: name, res: &res, active: v.c.NamespaceActive(ns), now: now, pass: p,
+			why: func() []any { return typeDecision(&in, &res, views) }})
+		if err != nil {
+			err = fmt.Errorf("cluster %s: %w", v.m.ID, err)
+		}
+		return imported{present: out.present, inTheWay: out.inTheWay, err: err}
+	})
 	var errs []error
 	var pending, blocked []string
-	for _, v := range views {
+	for i, v := range views {
 		if !v.up {
 			continue
 		}
-		active := v.c.NamespaceActive(ns)
-		var present bool
-		var inTheWay []string
-		if v.m.Importing {
-			out, err := c.applyImport(ctx, v, importTarget{ns: ns, name: name, res: &res, active: active, now: now, pass: p,
-				why: func() []any { return typeDecision(&in, &res, views) }})
-			present, inTheWay = out.present, out.inTheWay
-			if err != nil {
-				errs = append(errs, fmt.Errorf("cluster %s: %w", v.m.ID, err))
-			}
-
-		} else if cur := v.c.Import(ns, name); cur != nil {
-			present = members.Owned(cur)
-			if !present {
-				inTheWay = []string{importObject(ns, name)}
-			}
-		}
+		o := outs[i]
+		errs = append(errs, o.err)
 		switch {
-		case !active || res.Import == nil:
-		case len(inTheWay) > 0:
-			blocked = append(blocked, v.m.ID+": "+strings.Join(inTheWay, ", "))
-		case !present:
+		case !v.c.NamespaceActive(ns) || res.Import == nil:
+		case len(o.inTheWay) > 0:
+			blocked = append(blocked, v.m.ID+": "+strings.Join(o.inTheWay, ", "))
+		case !o.present:
 			pending = append(pending, v.m.ID)
 		}
 	}
@@ -647,17 +660,56 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 	// export has one writer, so importers whose views differ (a member
 	// down for one of them, other flags) never take turns rewriting the
 	// same conditions.
-	for i, v := range exportViews {
+	statusErrs := fanOut(ctx, exportViews, func(ctx context.Context, i int, v view) error {
 		if !v.up || !v.m.ExportConditions {
-			continue
+			return nil
 		}
 		er := res.Exports[i]
 		ready := aggregate.ReadyCondition(er.Valid, pending, blocked)
 		if err := c.applyExportStatus(ctx, v, in.Exports[i].Export, now, er.ValidCondition, er.ConflictCondition, ready); err != nil {
-			errs = append(errs, fmt.Errorf("cluster %s: ServiceExport status: %w", v.m.ID, err))
+			return fmt.Errorf("cluster %s: ServiceExport status: %w", v.m.ID, err)
 		}
+		return nil
+	})
+	return errors.Join(append(errs, statusErrs...)...)
+}
+
+// memberTimeout bounds one member's part of a reconcile (all its API
+// calls for the key): a member that hangs gives up its own part, and the
+// key is retried, without holding the key for the others longer.
+const memberTimeout = 20 * time.Second
+
+// memberParallelism bounds how many members one reconcile writes to at
+// once (each member's client keeps its own rate limit).
+const memberParallelism = 16
+
+// fanOut runs f for every view, up to memberParallelism at once, each
+// under its own memberTimeout, and returns the results in views' order.
+// One view runs inline: no goroutine for the common small case.
+func fanOut[T any](ctx context.Context, views []view, f func(context.Context, int, view) T) []T {
+	out := make([]T, len(views))
+	run := func(i int) {
+		mctx, cancel := context.WithTimeout(ctx, memberTimeout)
+		defer cancel()
+		out[i] = f(mctx, i, views[i])
 	}
-	return errors.Join(errs...)
+	if len(views) <= 1 {
+		for i := range views {
+			run(i)
+		}
+		return out
+	}
+	sem := make(chan struct{}, memberParallelism)
+	var wg sync.WaitGroup
+	for i := range views {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			run(i)
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // typeDecision says what decided res's import type: each export's
