@@ -14,8 +14,8 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/members"
 )
 
-// Every write sent is counted; only a 409 Conflict counts as refused:
-// success, a missing object and other failures do not.
+// Every write sent is counted; only a 409 (Conflict, AlreadyExists)
+// counts as refused: success, a missing object and other failures do not.
 func TestWroteCountsConflicts(t *testing.T) {
 	zero := func() float64 { return 0 }
 	c := &Controller{metrics: newMetrics(prometheus.NewRegistry(), zero, zero, zero), log: slog.New(slog.DiscardHandler)}
@@ -28,6 +28,7 @@ func TestWroteCountsConflicts(t *testing.T) {
 	c.wrote(m, kindImport, "update", "a", "web", apierrors.NewConflict(gr, "web", errors.New("the object has been modified")))
 	assert.Equal(t, 4.0, testutil.ToFloat64(c.metrics.Writes.WithLabelValues("east", kindSlice, "update")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(c.metrics.WriteConflicts.WithLabelValues("east", kindSlice)))
-	assert.Equal(t, 1.0, testutil.ToFloat64(c.metrics.WriteConflicts.WithLabelValues("east", kindImport)))
+	c.wrote(m, kindImport, "create", "a", "web", apierrors.NewAlreadyExists(gr, "web"))
+	assert.Equal(t, 2.0, testutil.ToFloat64(c.metrics.WriteConflicts.WithLabelValues("east", kindImport)), "an update conflict and a create of what exists")
 	assert.Equal(t, 0.0, testutil.ToFloat64(c.metrics.WriteConflicts.WithLabelValues("east", kindExportStatus)))
 }

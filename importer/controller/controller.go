@@ -767,7 +767,7 @@ func refusedCondition(r *policy.Refusal) *metav1.Condition {
 // refused it with 409 Conflict (err is what the request returned).
 func (c *Controller) wrote(m *members.Member, kind, verb string, ns, name string, err error) {
 	c.metrics.Writes.WithLabelValues(m.ID, kind, verb).Inc()
-	if apierrors.IsConflict(err) {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		c.metrics.WriteConflicts.WithLabelValues(m.ID, kind).Inc()
 	}
 	c.log.Debug("write", "cluster", m.ID, "kind", kind, "verb", verb, "namespace", ns, "name", name, "err", err)

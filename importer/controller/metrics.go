@@ -16,10 +16,11 @@ type Metrics struct {
 	// state it does not move.
 	Writes *prometheus.CounterVec
 	// WriteConflicts counts the writes counted in Writes that the API
-	// server refused with 409 Conflict, by cluster and kind: the object
-	// had changed since it was read (most often this importer's own last
-	// write, not yet in its cache). Each update is retried on the object
-	// read again, so Writes minus WriteConflicts is the writes that took.
+	// server refused with 409, by cluster and kind: an update of an
+	// object that had changed since it was read (Conflict), or a create of
+	// one that exists (AlreadyExists); most often this importer's own last
+	// write, not yet in its cache. Each is retried on the object read
+	// again, so Writes minus WriteConflicts is the writes that took.
 	WriteConflicts *prometheus.CounterVec
 	// Errors counts failed operations, by cluster and operation.
 	Errors *prometheus.CounterVec
@@ -56,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed, conflicts f
 		}, []string{"cluster", "kind", "verb"}),
 		WriteConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "mcs_importer", Name: "write_conflicts_total",
-			Help: "Writes counted in mcs_importer_writes_total that the API server refused with 409 Conflict (the object changed since it was read; updates are retried on the object read again), by cluster and kind.",
+			Help: "Writes counted in mcs_importer_writes_total that the API server refused with 409: an update of an object changed since it was read (Conflict), or a create of one that exists (AlreadyExists); each is retried on the object read again. By cluster and kind.",
 		}, []string{"cluster", "kind"}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "mcs_importer", Name: "errors_total",
