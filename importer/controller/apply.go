@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
@@ -395,7 +396,11 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 	client := m.Kube.DiscoveryV1().EndpointSlices(ns)
 	del := func(s *discoveryv1.EndpointSlice) error {
 		err := write.Delete(ctx, func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return client.Delete(ctx, s.Name, opts)
+			err := client.Delete(ctx, s.Name, opts)
+			if err == nil || apierrors.IsNotFound(err) {
+				m.RecordDelete(s)
+			}
+			return err
 		}, s.UID, c.recorder(m, kindSlice, ns, s.Name))
 		if err != nil {
 			c.failed(m, "delete EndpointSlice")
@@ -435,7 +440,8 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 				return client.Get(ctx, d.Name, metav1.GetOptions{})
 			},
 			Create: func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
-				return client.Create(ctx, d, metav1.CreateOptions{})
+				s, err := client.Create(ctx, d, metav1.CreateOptions{})
+				return recorded(m, s, err)
 			},
 			Owned:    func(s *discoveryv1.EndpointSlice) bool { return members.Owned(s) },
 			UpToDate: func(s *discoveryv1.EndpointSlice) bool { return upToDate(d, s) },
@@ -445,7 +451,8 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 				if !w.endpointsOnly {
 					upd.Labels, upd.Ports = aggregate.MergeSliceLabels(d, s), d.Ports
 				}
-				return client.Update(ctx, upd, metav1.UpdateOptions{})
+				s, err := client.Update(ctx, upd, metav1.UpdateOptions{})
+				return recorded(m, s, err)
 			},
 			Wrote: c.recorder(m, kindSlice, ns, d.Name),
 		}
@@ -531,4 +538,13 @@ func families(ips []string) []corev1.IPFamily {
 		}
 	}
 	return out
+}
+
+// recorded records an object written into m (members.Member.RecordWrite)
+// and passes it on.
+func recorded[T runtime.Object](m *members.Member, obj T, err error) (T, error) {
+	if err == nil {
+		m.RecordWrite(obj)
+	}
+	return obj, err
 }

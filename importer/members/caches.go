@@ -64,6 +64,9 @@ type Caches struct {
 	namespaces cache.Indexer
 	source     cache.Indexer
 	mirrored   cache.Indexer // nil unless the member is importing
+	// own: what this importer wrote that the caches may not show yet;
+	// Import, Service and MirroredSlices read through it.
+	own *ownWrites
 }
 
 // stripManagedFields is the informers' transform: managedFields are large
@@ -99,7 +102,7 @@ func sliceIndexer(label string) cache.Indexers {
 // Call waitSynced before reading.
 func (m *Member) startCaches(parent context.Context, notify func(Event)) (*Caches, error) {
 	ctx, cancel := context.WithCancel(parent)
-	c := &Caches{cancel: cancel, done: make(chan struct{})}
+	c := &Caches{cancel: cancel, done: make(chan struct{}), own: newOwnWrites()}
 	tr := informers.WithTransform(transform)
 	kf := informers.NewSharedInformerFactoryWithOptions(m.Kube, 0, tr)
 	sourceSel := fmt.Sprintf("%s,%s!=%s", discoveryv1.LabelServiceName, mcsapi.LabelManagedBy, mcsapi.ManagedByImporter)
@@ -147,7 +150,7 @@ func (m *Member) startCaches(parent context.Context, notify func(Event)) (*Cache
 	}
 	for _, i := range infs {
 		*i.dst = i.informer.GetIndexer()
-		if _, err := i.informer.AddEventHandler(handler(m, i.kind, notify)); err != nil {
+		if _, err := i.informer.AddEventHandler(handler(m, i.kind, c.own, notify)); err != nil {
 			cancel()
 			return nil, err
 		}
@@ -184,7 +187,7 @@ func (c *Caches) stop() {
 	<-c.done
 }
 
-func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandler {
+func handler(m *Member, kind Kind, own *ownWrites, notify func(Event)) cache.ResourceEventHandler {
 	// serviceImport is obj as an import (nil for other kinds).
 	serviceImport := func(obj any) *mcsv1beta1.ServiceImport {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -203,6 +206,10 @@ func handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandle
 		a, err := meta.Accessor(obj)
 		if err != nil {
 			return
+		}
+		if own != nil && (after != nil || before != nil) {
+			// Before notify: the reconcile it queues reads through own.
+			own.seen(kind, a, after == nil)
 		}
 		ev := Event{Member: m, Kind: kind, Namespace: a.GetNamespace(), Name: a.GetName(), Before: serviceImport(before), After: serviceImport(after)}
 		switch kind {
@@ -256,17 +263,17 @@ func get[T any](idx cache.Indexer, key string) *T {
 
 // Export returns the ServiceExport namespace/name, or nil.
 func (c *Caches) Export(namespace, name string) *mcsv1beta1.ServiceExport {
-	return get[mcsv1beta1.ServiceExport](c.exports, namespace+"/"+name)
+	return lookup(c.own, KindExport, namespace, name, get[mcsv1beta1.ServiceExport](c.exports, namespace+"/"+name))
 }
 
 // Import returns the ServiceImport namespace/name (whoever owns it), or nil.
 func (c *Caches) Import(namespace, name string) *mcsv1beta1.ServiceImport {
-	return get[mcsv1beta1.ServiceImport](c.imports, namespace+"/"+name)
+	return lookup(c.own, KindImport, namespace, name, get[mcsv1beta1.ServiceImport](c.imports, namespace+"/"+name))
 }
 
 // Service returns the Service namespace/name, or nil.
 func (c *Caches) Service(namespace, name string) *corev1.Service {
-	return get[corev1.Service](c.services, namespace+"/"+name)
+	return lookup(c.own, KindService, namespace, name, get[corev1.Service](c.services, namespace+"/"+name))
 }
 
 // NamespaceActive reports whether the namespace exists and is not being
@@ -302,7 +309,10 @@ func (c *Caches) SourceSlices(namespace, svc string) []*discoveryv1.EndpointSlic
 // MirroredSlices are the EndpointSlices mcs-importer made for the import
 // namespace/svc (only on importing members).
 func (c *Caches) MirroredSlices(namespace, svc string) []*discoveryv1.EndpointSlice {
-	return slicesBy(c.mirrored, namespace, svc)
+	if c.mirrored == nil {
+		return nil
+	}
+	return c.own.slices(namespace, svc, slicesBy(c.mirrored, namespace, svc))
 }
 
 // Keys returns every "namespace/name" this generation knows something

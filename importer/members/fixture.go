@@ -30,6 +30,7 @@ func (m *Member) UseFixedCaches(objs ...runtime.Object) {
 		namespaces: idx(nil),
 		source:     idx(sliceIndexer(discoveryv1.LabelServiceName)),
 		mirrored:   idx(sliceIndexer(mcsapi.LabelServiceName)),
+		own:        newOwnWrites(),
 	}
 	for _, o := range objs {
 		var dst cache.Indexer

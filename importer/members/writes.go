@@ -3,6 +3,7 @@ package members
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -28,13 +29,22 @@ func (m *Member) GetExport(ctx context.Context, ns, name string) (*mcsv1beta1.Se
 
 // UpdateExportStatus writes a ServiceExport's status.
 func (m *Member) UpdateExportStatus(ctx context.Context, e *mcsv1beta1.ServiceExport) error {
-	var err error
+	var got *mcsv1beta1.ServiceExport
 	if m.alphaExports() {
-		_, err = m.MCS.MulticlusterV1alpha1().ServiceExports(e.Namespace).UpdateStatus(ctx, exportToAlpha(e), metav1.UpdateOptions{})
+		o, err := m.MCS.MulticlusterV1alpha1().ServiceExports(e.Namespace).UpdateStatus(ctx, exportToAlpha(e), metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		got = exportToBeta(o)
 	} else {
-		_, err = m.MCS.MulticlusterV1beta1().ServiceExports(e.Namespace).UpdateStatus(ctx, e, metav1.UpdateOptions{})
+		o, err := m.MCS.MulticlusterV1beta1().ServiceExports(e.Namespace).UpdateStatus(ctx, e, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		got = o
 	}
-	return err
+	m.RecordWrite(got)
+	return nil
 }
 
 // GetImport reads a ServiceImport from the API (not the cache).
@@ -51,6 +61,10 @@ func (m *Member) GetImport(ctx context.Context, ns, name string) (*mcsv1beta1.Se
 
 // CreateImport creates a ServiceImport (status is ignored by the API).
 func (m *Member) CreateImport(ctx context.Context, si *mcsv1beta1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
+	return m.recorded(m.createImport(ctx, si))
+}
+
+func (m *Member) createImport(ctx context.Context, si *mcsv1beta1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
 	if m.alphaImports() {
 		o, err := m.MCS.MulticlusterV1alpha1().ServiceImports(si.Namespace).Create(ctx, importToAlpha(si), metav1.CreateOptions{})
 		if err != nil {
@@ -63,6 +77,10 @@ func (m *Member) CreateImport(ctx context.Context, si *mcsv1beta1.ServiceImport)
 
 // UpdateImport updates a ServiceImport's metadata and spec.
 func (m *Member) UpdateImport(ctx context.Context, si *mcsv1beta1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
+	return m.recorded(m.updateImport(ctx, si))
+}
+
+func (m *Member) updateImport(ctx context.Context, si *mcsv1beta1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
 	if m.alphaImports() {
 		o, err := m.MCS.MulticlusterV1alpha1().ServiceImports(si.Namespace).Update(ctx, importToAlpha(si), metav1.UpdateOptions{})
 		if err != nil {
@@ -75,6 +93,10 @@ func (m *Member) UpdateImport(ctx context.Context, si *mcsv1beta1.ServiceImport)
 
 // UpdateImportStatus updates a ServiceImport's status.
 func (m *Member) UpdateImportStatus(ctx context.Context, si *mcsv1beta1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
+	return m.recorded(m.updateImportStatus(ctx, si))
+}
+
+func (m *Member) updateImportStatus(ctx context.Context, si *mcsv1beta1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
 	if m.alphaImports() {
 		o, err := m.MCS.MulticlusterV1alpha1().ServiceImports(si.Namespace).UpdateStatus(ctx, importToAlpha(si), metav1.UpdateOptions{})
 		if err != nil {
@@ -89,8 +111,22 @@ func (m *Member) UpdateImportStatus(ctx context.Context, si *mcsv1beta1.ServiceI
 // recreated by someone else meanwhile is never deleted).
 func (m *Member) DeleteImport(ctx context.Context, ns, name string, uid types.UID) error {
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	var err error
 	if m.alphaImports() {
-		return m.MCS.MulticlusterV1alpha1().ServiceImports(ns).Delete(ctx, name, opts)
+		err = m.MCS.MulticlusterV1alpha1().ServiceImports(ns).Delete(ctx, name, opts)
+	} else {
+		err = m.MCS.MulticlusterV1beta1().ServiceImports(ns).Delete(ctx, name, opts)
 	}
-	return m.MCS.MulticlusterV1beta1().ServiceImports(ns).Delete(ctx, name, opts)
+	if err == nil || apierrors.IsNotFound(err) {
+		m.RecordDelete(&mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid}})
+	}
+	return err
+}
+
+// recorded records a written import (RecordWrite) and passes it on.
+func (m *Member) recorded(si *mcsv1beta1.ServiceImport, err error) (*mcsv1beta1.ServiceImport, error) {
+	if err == nil && si != nil {
+		m.RecordWrite(si)
+	}
+	return si, err
 }

@@ -158,6 +158,9 @@ func (d *Derived) create(ctx context.Context, m *members.Member, want *corev1.Se
 	if len(cands) == 0 {
 		created, err := api.Create(ctx, want, metav1.CreateOptions{})
 		d.report(m, "create", want.Namespace, want.Name, err)
+		if err == nil {
+			m.RecordWrite(created)
+		}
 		return created, err
 	}
 	for _, f := range cands {
@@ -168,6 +171,9 @@ func (d *Derived) create(ctx context.Context, m *members.Member, want *corev1.Se
 		try.Spec.IPFamilies = []corev1.IPFamily{f}
 		created, err := api.Create(ctx, try, metav1.CreateOptions{})
 		d.report(m, "create", want.Namespace, want.Name, err)
+		if err == nil {
+			m.RecordWrite(created)
+		}
 		if familyNotConfigured(err) {
 			d.markRefused(m.ID, f)
 			continue
@@ -341,7 +347,11 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			Update: func(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
 				upd := svc.DeepCopy()
 				mutate(upd)
-				return api.Update(ctx, upd, metav1.UpdateOptions{})
+				got, err := api.Update(ctx, upd, metav1.UpdateOptions{})
+				if err == nil {
+					m.RecordWrite(got)
+				}
+				return got, err
 			},
 			Wrote: func(verb string, err error) { d.report(m, verb, desired.Namespace, name, err) },
 		}, cur)
@@ -446,6 +456,9 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 	default:
 		err := api.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &live.UID}})
 		d.report(m, "delete", want.Namespace, want.Name, err)
+		if err == nil || apierrors.IsNotFound(err) {
+			m.RecordDelete(live)
+		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("replacing derived Service %s/%s (IP family): %w", want.Namespace, want.Name, err)
 		}
@@ -493,6 +506,9 @@ func (d *Derived) Release(ctx context.Context, clusterID, namespace, name string
 		Preconditions: &metav1.Preconditions{UID: &cur.UID},
 	})
 	d.report(m, "delete", namespace, dn, err)
+	if err == nil || apierrors.IsNotFound(err) {
+		m.RecordDelete(cur)
+	}
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting derived Service %s/%s: %w", namespace, dn, err)
 	}

@@ -1,0 +1,113 @@
+package members
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+)
+
+func ownImport(uid types.UID, rv string, typ mcsv1beta1.ServiceImportType) *mcsv1beta1.ServiceImport {
+	return &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: uid, ResourceVersion: rv,
+			Labels: map[string]string{mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: typ},
+	}
+}
+
+func ownSlice(name, rv string) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name), ResourceVersion: rv,
+		Labels: map[string]string{mcsapi.LabelManagedBy: mcsapi.ManagedByImporter, mcsapi.LabelServiceName: "web"}}}
+}
+
+// A write of ours stands in for the cache until the cache shows it or
+// something newer; a deletion hides the deleted object until the cache
+// loses it.
+func TestOwnWrites(t *testing.T) {
+	imp := func(w *ownWrites, cached *mcsv1beta1.ServiceImport) *mcsv1beta1.ServiceImport {
+		return lookup(w, KindImport, "ns", "web", cached)
+	}
+	t.Run("a create the cache has not seen", func(t *testing.T) {
+		w := newOwnWrites()
+		created := ownImport("u1", "10", mcsv1beta1.ClusterSetIP)
+		w.wrote(created)
+		assert.Same(t, created, imp(w, nil))
+		w.seen(KindImport, created.DeepCopy(), false)
+		assert.Nil(t, imp(w, nil), "seen by the cache: the cache is believed again")
+	})
+	t.Run("an update over an older copy", func(t *testing.T) {
+		w := newOwnWrites()
+		old := ownImport("u1", "10", mcsv1beta1.Headless)
+		upd := ownImport("u1", "12", mcsv1beta1.ClusterSetIP)
+		w.wrote(upd)
+		assert.Same(t, upd, imp(w, old), "the cache's copy is older")
+		later := ownImport("u1", "15", mcsv1beta1.Headless)
+		assert.Same(t, later, imp(w, later), "someone wrote after us: the cache's is newer")
+		assert.Same(t, old, imp(w, old), "and the entry is gone")
+	})
+	t.Run("an older write never replaces a newer one", func(t *testing.T) {
+		w := newOwnWrites()
+		w.wrote(ownImport("u1", "12", mcsv1beta1.ClusterSetIP))
+		w.wrote(ownImport("u1", "11", mcsv1beta1.Headless))
+		assert.Equal(t, "12", imp(w, nil).ResourceVersion)
+	})
+	t.Run("a deletion", func(t *testing.T) {
+		w := newOwnWrites()
+		gone := ownImport("u1", "10", mcsv1beta1.ClusterSetIP)
+		w.deleted(KindImport, "ns", "web", "u1")
+		assert.Nil(t, imp(w, gone), "the cache still has what we deleted")
+		again := ownImport("u2", "20", mcsv1beta1.ClusterSetIP)
+		assert.Same(t, again, imp(w, again), "another object of the name is the cache's")
+		w.seen(KindImport, gone, true)
+		assert.Same(t, gone, imp(w, gone), "the cache saw the deletion: the entry is gone")
+	})
+	t.Run("someone deleted our write", func(t *testing.T) {
+		w := newOwnWrites()
+		created := ownImport("u1", "10", mcsv1beta1.ClusterSetIP)
+		w.wrote(created)
+		w.seen(KindImport, created, true)
+		assert.Nil(t, imp(w, nil))
+	})
+	t.Run("expired", func(t *testing.T) {
+		w := newOwnWrites()
+		now := time.Now()
+		w.now = func() time.Time { return now }
+		w.wrote(ownImport("u1", "10", mcsv1beta1.ClusterSetIP))
+		now = now.Add(ownWritesTTL + time.Second)
+		assert.Nil(t, imp(w, nil), "an event never delivered does not hide the cache for long")
+	})
+	t.Run("resourceVersions that do not compare", func(t *testing.T) {
+		w := newOwnWrites()
+		w.wrote(ownImport("u1", "a10", mcsv1beta1.ClusterSetIP))
+		cached := ownImport("u1", "b7", mcsv1beta1.Headless)
+		assert.Same(t, cached, imp(w, cached), "the cache wins")
+	})
+	t.Run("kinds it does not write", func(t *testing.T) {
+		w := newOwnWrites()
+		foreign := ownSlice("theirs", "5")
+		foreign.Labels[mcsapi.LabelManagedBy] = "someone-else"
+		w.wrote(foreign)
+		w.wrote(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", ResourceVersion: "3"}})
+		assert.Empty(t, w.entries)
+	})
+	t.Run("mirrored slices", func(t *testing.T) {
+		w := newOwnWrites()
+		kept, updated, deleted := ownSlice("kept", "5"), ownSlice("updated", "5"), ownSlice("deleted", "5")
+		newer, created := ownSlice("updated", "9"), ownSlice("created", "8")
+		other := ownSlice("other", "8")
+		other.Labels[mcsapi.LabelServiceName] = "db"
+		w.wrote(newer)
+		w.wrote(created)
+		w.wrote(other)
+		w.deleted(KindMirroredSlice, "ns", "deleted", "deleted")
+		got := w.slices("ns", "web", []*discoveryv1.EndpointSlice{kept, updated, deleted})
+		assert.ElementsMatch(t, []*discoveryv1.EndpointSlice{kept, newer, created}, got)
+	})
+}
