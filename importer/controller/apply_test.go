@@ -516,12 +516,11 @@ func stampResourceVersions(fs ...*k8stesting.Fake) {
 	rv.Store(100)
 	for _, f := range fs {
 		f.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			// Creates and updates both carry their object; the two action
+			// interfaces have the same method set, so one assertion serves.
 			var obj runtime.Object
-			switch a := a.(type) {
-			case k8stesting.CreateAction:
-				obj = a.GetObject()
-			case k8stesting.UpdateAction:
-				obj = a.GetObject()
+			if w, ok := a.(k8stesting.CreateAction); ok && (a.GetVerb() == "create" || a.GetVerb() == "update") {
+				obj = w.GetObject()
 			}
 			if o, err := meta.Accessor(obj); obj != nil && err == nil {
 				o.SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
