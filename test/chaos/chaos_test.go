@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -147,6 +148,7 @@ func TestChaos(t *testing.T) {
 	if !converged {
 		w.violate("convergence", fmt.Sprintf("members differ from the model %s after the last fault healed: %s", convergeBound, strings.Join(last, "; ")))
 	} else {
+		w.dnsMatches()
 		w.writesQuiet()
 	}
 	w.loggedVIPChanges()
@@ -564,22 +566,35 @@ func metric(addr, name string) float64 {
 
 // startDNS runs one of our CoreDNS per member, with the production
 // Corefile's mcs stanza, reading that member directly.
+// startDNS starts one CoreDNS per member with the production Corefile
+// (corefile-examples/production.Corefile), pointed at the member: a
+// kubeconfig line, free ports for health, ready and metrics, and the
+// reverse zone of the addresses the test uses (10.0.0.0/8: the members'
+// Service range and the workload's endpoints).
 func (w *world) startDNS() {
 	bin := procs.CoreDNSBinary(w.t)
+	raw, err := os.ReadFile(filepath.Join("..", "..", "corefile-examples", "production.Corefile"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	prod := string(raw)
+	if !strings.Contains(prod, "250.10.in-addr.arpa") || !mcsBlock.MatchString(prod) {
+		w.t.Fatalf("production.Corefile has no mcs block for 250.10.in-addr.arpa to point at the members")
+	}
+	prod = strings.ReplaceAll(prod, "250.10.in-addr.arpa", "10.in-addr.arpa")
 	for _, c := range w.members {
-		corefile := fmt.Sprintf(`clusterset.local 10.in-addr.arpa {
-    errors
-    bufsize 1232
-    mcs clusterset.local 10.in-addr.arpa {
-        kubeconfig %s %s
-        ttl 5
-        endpointslice_managers mcs-importer.mcs-dns.io
-    }
-}
-`, w.direct, c.Name)
+		corefile := mcsBlock.ReplaceAllString(prod, "$0\n$1    kubeconfig "+w.direct+" "+c.Name)
+		corefile = fixedPorts.ReplaceAllStringFunc(corefile, func(string) string {
+			return "127.0.0.1:" + strconv.Itoa(procs.FreePort(w.t))
+		})
 		w.dns = append(w.dns, procs.StartCoreDNS(w.t, bin, corefile))
 	}
 }
+
+var (
+	mcsBlock   = regexp.MustCompile(`(?m)^(\s*)mcs\b[^{\n]*\{[ \t]*$`)
+	fixedPorts = regexp.MustCompile(`:(8080|8181|9153)\b`)
+)
 
 // --- faults ---
 
@@ -1678,6 +1693,10 @@ func (w *world) dnsLoop(ctx context.Context) {
 					continue // a timeout on a loaded machine is not an answer
 				}
 				w.check("dns-a-" + network)
+				if resp.Rcode == dns.RcodeNameError {
+					at := time.Now()
+					w.rechecks.Go(func() { w.recheckMissing(i, d.Addr, network, k, qname, at) })
+				}
 				w.checkAnswer(ctx, i, hk, k, qname, resp.Rcode, addresses(resp.Answer), asker(d.Addr, network, qname, dns.TypeA))
 			case 2:
 				w.checkSRV(ctx, i, d.Addr, network, hk, k, "_http._tcp."+qname)
@@ -2018,6 +2037,37 @@ func (w *world) recheckStale(i int, k, qname, a string, reask func() ([]string, 
 	w.violate("dns-stale", fmt.Sprintf("%s in %s answered %s, which no reading of the member's objects showed, and still does %s later (answer %v)", qname, w.members[i].Name, a, dnsStaleness, got))
 }
 
+// recheckMissing asks again, dnsStaleness later, for a name member i's
+// CoreDNS answered NXDOMAIN at: a violation if it still does while the
+// member holds an import of k made well before the first answer (so that
+// CoreDNS has had it for longer than its staleness bound) and its API
+// server has been up all along (while it is stopped CoreDNS serves what it
+// last knew, which may predate the import).
+func (w *world) recheckMissing(i int, addr, network, k, qname string, at time.Time) {
+	time.Sleep(dnsStaleness)
+	r, err := procs.Query(addr, network, qname, dns.TypeA)
+	if err != nil || r.Rcode != dns.RcodeNameError {
+		w.check("dns-nxdomain-recheck")
+		return
+	}
+	w.mu.Lock()
+	unsure := w.apiDown[i] || at.Sub(w.apiUpAt[i]) <= 2*dnsStaleness
+	w.mu.Unlock()
+	if unsure {
+		return
+	}
+	m, err := w.read(context.Background(), i)
+	if err != nil {
+		return
+	}
+	w.check("dns-nxdomain-recheck")
+	si := m.imports[k]
+	if si == nil || at.Sub(si.CreationTimestamp.Time) <= dnsStaleness+2*time.Second {
+		return
+	}
+	w.violate("dns-nxdomain", fmt.Sprintf("%s in %s answered NXDOMAIN at %.1fs and still does %s later, but its import %s (uid %s) exists since %s", qname, w.members[i].Name, at.Sub(w.began).Seconds(), dnsStaleness, k, si.UID, si.CreationTimestamp.Format(time.RFC3339)))
+}
+
 // awaitModel waits until every member matches the model.
 func (w *world) awaitModel(bound time.Duration) (bool, []string) {
 	deadline := time.Now().Add(bound)
@@ -2115,4 +2165,162 @@ func (w *world) report(converge time.Duration, converged bool) {
 	}
 	w.t.Logf("chaos report: seed %d, %d members, %s\n  faults injected: %s\n  workload ops: %s\n  invariant checks: %s\n  importers logged: %s\n  convergence after the last fault healed: %s (bound %s)\n  violations: %d\n  replay: %s",
 		w.seed, len(w.members), time.Since(w.began).Round(time.Second), line(w.faults), line(w.ops), line(w.checks), line(logged), conv, convergeBound, len(w.violations), w.replay)
+}
+
+// dnsMatches is the check the sampled one during the faults cannot make
+// both ways: once the members match the model, every member's CoreDNS
+// answers exactly what that member's objects say, within dnsStaleness (its
+// informers' lag): every import's name, over UDP and TCP, its addresses
+// and nothing else (a ClusterSetIP import's VIP, a Headless import's
+// ready endpoints), its SRV records (one for a ClusterSetIP import, one
+// per ready endpoint for a Headless one, whose targets answer), the PTR of
+// its addresses; and NXDOMAIN for every workload name the member imports
+// nothing of.
+func (w *world) dnsMatches() {
+	for i, d := range w.dns {
+		deadline := time.Now().Add(dnsStaleness + 5*time.Second)
+		var problems []string
+		for {
+			m, err := w.read(context.Background(), i)
+			if err != nil {
+				problems = []string{"unread: " + err.Error()}
+			} else {
+				problems = dnsProblems(d.Addr, m)
+			}
+			if len(problems) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		w.check("dns-final")
+		if len(problems) > 0 {
+			w.violate("dns-final", fmt.Sprintf("%s's CoreDNS, %s after convergence: %s", w.members[i].Name, dnsStaleness+5*time.Second, strings.Join(problems, "; ")))
+		}
+	}
+}
+
+// dnsProblems compares the answers of the CoreDNS at addr with member m's
+// objects; nil when they agree.
+func dnsProblems(addr string, m *member) []string {
+	var out []string
+	ask := func(network, name string, qtype uint16) *dns.Msg {
+		r, err := procs.Query(addr, network, name, qtype)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s %s over %s: %v", name, dns.TypeToString[qtype], network, err))
+			return nil
+		}
+		if r.Rcode != dns.RcodeSuccess {
+			out = append(out, fmt.Sprintf("%s %s over %s: %s", name, dns.TypeToString[qtype], network, dns.RcodeToString[r.Rcode]))
+			return nil
+		}
+		return r
+	}
+	for _, ns := range namespaces {
+		for n := range servicesPerNamespace {
+			k := key(ns, fmt.Sprintf("svc%d", n))
+			qname := fmt.Sprintf("svc%d.%s.svc.clusterset.local.", n, ns)
+			si := m.imports[k]
+			if si == nil {
+				if r, err := procs.Query(addr, "udp", qname, dns.TypeA); err != nil {
+					out = append(out, qname+" A: "+err.Error())
+				} else if r.Rcode != dns.RcodeNameError {
+					out = append(out, fmt.Sprintf("%s A: %s %v, but %s imports nothing of it", qname, dns.RcodeToString[r.Rcode], addresses(r.Answer), m.id))
+				}
+				continue
+			}
+			want := readyAddresses(m.mirrored[k])
+			if si.Spec.Type != mcsv1beta1.Headless {
+				want = slices.Sorted(slices.Values(si.Spec.IPs))
+			}
+			for _, network := range []string{"udp", "tcp"} {
+				if r := ask(network, qname, dns.TypeA); r != nil {
+					if got := sortedSet(addresses(r.Answer)); !slices.Equal(got, want) {
+						out = append(out, fmt.Sprintf("%s A over %s: %v, the objects say %v", qname, network, got, want))
+					}
+				}
+			}
+			out = append(out, srvProblems(ask, qname, si, m.mirrored[k], want)...)
+			for _, a := range want {
+				rev, _ := dns.ReverseAddr(a)
+				r := ask("udp", rev, dns.TypePTR)
+				if r == nil {
+					continue
+				}
+				named := false
+				for _, rr := range r.Answer {
+					if ptr, ok := rr.(*dns.PTR); ok {
+						if owner, ok := ptrKey(ptr.Ptr); ok && owner == k {
+							named = true
+						}
+					}
+				}
+				if !named {
+					out = append(out, fmt.Sprintf("%s PTR: %v, no name of %s", rev, r.Answer, k))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// srvProblems checks the SRV records of the import's "http" port: a
+// ClusterSetIP import has one, its own name at the import's port; a
+// Headless import one per ready endpoint, whose targets (each
+// endpoint's own name) answer its address.
+func srvProblems(ask func(network, name string, qtype uint16) *dns.Msg, qname string, si *mcsv1beta1.ServiceImport, mirrored []discoveryv1.EndpointSlice, want []string) []string {
+	var out []string
+	srvName := "_http._tcp." + qname
+	r := ask("tcp", srvName, dns.TypeSRV)
+	if r == nil {
+		return out
+	}
+	var targets []string
+	var ports []uint16
+	for _, rr := range r.Answer {
+		if srv, ok := rr.(*dns.SRV); ok {
+			targets = append(targets, srv.Target)
+			ports = append(ports, srv.Port)
+		}
+	}
+	if si.Spec.Type != mcsv1beta1.Headless {
+		var port uint16
+		for _, p := range si.Spec.Ports {
+			if p.Name == "http" {
+				port = uint16(p.Port)
+			}
+		}
+		if len(targets) != 1 || targets[0] != qname || ports[0] != port {
+			out = append(out, fmt.Sprintf("%s SRV: targets %v ports %v, want %s port %d", srvName, targets, ports, qname, port))
+		}
+		return out
+	}
+	ready := 0
+	for _, s := range mirrored {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				ready++
+			}
+		}
+	}
+	if len(targets) != ready {
+		out = append(out, fmt.Sprintf("%s SRV: %d records, %d ready endpoints", srvName, len(targets), ready))
+	}
+	if got := sortedSet(addresses(r.Extra)); !slices.Equal(got, want) {
+		out = append(out, fmt.Sprintf("%s SRV: additional addresses %v, the objects say %v", srvName, got, want))
+	}
+	for _, t := range targets {
+		if r := ask("udp", t, dns.TypeA); r != nil {
+			got := addresses(r.Answer)
+			if len(got) == 0 || slices.ContainsFunc(got, func(a string) bool { return !slices.Contains(want, a) }) {
+				out = append(out, fmt.Sprintf("%s A: %v, not one of the ready endpoints %v", t, got, want))
+			}
+		}
+	}
+	return out
+}
+
+func sortedSet(s []string) []string {
+	s = slices.Clone(s)
+	sort.Strings(s)
+	return slices.Compact(s)
 }

@@ -13,10 +13,13 @@ package chaos
 import (
 	"slices"
 	"sort"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 // member is what one member cluster holds, read from its API server.
@@ -39,6 +42,10 @@ type want struct {
 	headless bool
 	clusters []string
 	ready    []string // ready endpoint addresses, sorted
+	// ports: "name/protocol/port" of each port, sorted; affinity: the
+	// session affinity and its timeout ("None", or "ClientIP/10800").
+	ports    []string
+	affinity string
 }
 
 type export struct {
@@ -102,7 +109,26 @@ func expected(ms []*member) map[string]map[string]want {
 		if len(valid) == 0 {
 			continue
 		}
-		w := want{headless: valid[0].svc.Spec.ClusterIP == corev1.ClusterIPNone}
+		// Headlessness and session affinity are the oldest export's;
+		// the ports are the union, a port two exports define
+		// differently taking the oldest definition.
+		w := want{headless: valid[0].svc.Spec.ClusterIP == corev1.ClusterIPNone, affinity: serviceAffinity(valid[0].svc)}
+		var taken []corev1.ServicePort
+		for _, e := range valid {
+			for _, p := range e.svc.Spec.Ports {
+				if p.Protocol == "" {
+					p.Protocol = corev1.ProtocolTCP
+				}
+				if slices.ContainsFunc(taken, func(q corev1.ServicePort) bool {
+					return q.Name == p.Name || (q.Port == p.Port && q.Protocol == p.Protocol)
+				}) {
+					continue
+				}
+				taken = append(taken, p)
+				w.ports = append(w.ports, portString(p.Name, p.Protocol, p.Port))
+			}
+		}
+		sort.Strings(w.ports)
 		var srcs []discoveryv1.EndpointSlice
 		for _, e := range valid {
 			w.clusters = append(w.clusters, e.m.cluster)
@@ -131,7 +157,65 @@ func have(m *member, key string) (want, bool) {
 	for _, c := range si.Status.Clusters {
 		h.clusters = append(h.clusters, c.Cluster)
 	}
+	for _, p := range si.Spec.Ports {
+		h.ports = append(h.ports, portString(p.Name, p.Protocol, p.Port))
+	}
+	sort.Strings(h.ports)
+	h.affinity = affinityString(si.Spec.SessionAffinity, si.Spec.SessionAffinityConfig)
 	return h, true
+}
+
+// vipProblem says what is wrong with the address of member m's import of
+// key ("" if nothing): a ClusterSetIP import names one, which a Service
+// of m's that the importer derived for it holds as its ClusterIP (so
+// that the address is allocated there and kube-proxy routes it), with
+// the import's session affinity (kube-proxy reads it from that Service);
+// a Headless import names none.
+func vipProblem(m *member, key string) string {
+	si := m.imports[key]
+	if si.Spec.Type == mcsv1beta1.Headless {
+		if len(si.Spec.IPs) > 0 {
+			return "headless import names addresses " + join(si.Spec.IPs)
+		}
+		return ""
+	}
+	if len(si.Spec.IPs) == 0 {
+		return "ClusterSetIP import names no address"
+	}
+	for _, s := range m.services {
+		if s.Namespace != si.Namespace || s.Labels[mcsapi.LabelAppManagedBy] != mcsapi.ManagedByImporter || s.Labels[mcsapi.LabelDerivedFor] != si.Name {
+			continue
+		}
+		if s.Spec.ClusterIP != si.Spec.IPs[0] {
+			return "import names " + si.Spec.IPs[0] + ", its derived Service " + s.Name + " holds " + s.Spec.ClusterIP
+		}
+		if got, want := affinityString(s.Spec.SessionAffinity, s.Spec.SessionAffinityConfig), affinityString(si.Spec.SessionAffinity, si.Spec.SessionAffinityConfig); got != want {
+			return "derived Service " + s.Name + " has session affinity " + got + ", the import " + want
+		}
+		return ""
+	}
+	return "import names " + si.Spec.IPs[0] + ", but no derived Service holds it"
+}
+
+func portString(name string, proto corev1.Protocol, port int32) string {
+	return name + "/" + string(proto) + "/" + strconv.Itoa(int(port))
+}
+
+func serviceAffinity(s *corev1.Service) string {
+	return affinityString(s.Spec.SessionAffinity, s.Spec.SessionAffinityConfig)
+}
+
+// affinityString: "None" (also for unset), or "ClientIP/<timeout>" with
+// the API server's default timeout where none is set.
+func affinityString(a corev1.ServiceAffinity, cfg *corev1.SessionAffinityConfig) string {
+	if a != corev1.ServiceAffinityClientIP {
+		return string(corev1.ServiceAffinityNone)
+	}
+	timeout := int32(corev1.DefaultClientIPServiceAffinitySeconds)
+	if cfg != nil && cfg.ClientIP != nil && cfg.ClientIP.TimeoutSeconds != nil {
+		timeout = *cfg.ClientIP.TimeoutSeconds
+	}
+	return "ClientIP/" + strconv.Itoa(int(timeout))
 }
 
 // diff lists how the members differ from the model ("" entries none).
@@ -150,6 +234,14 @@ func diff(ms []*member) []string {
 				out = append(out, m.id+": "+k+" clusters "+join(h.clusters)+", want "+join(w.clusters))
 			case !slices.Equal(h.ready, w.ready):
 				out = append(out, m.id+": "+k+" ready endpoints "+join(h.ready)+", want "+join(w.ready))
+			case !slices.Equal(h.ports, w.ports):
+				out = append(out, m.id+": "+k+" ports "+join(h.ports)+", want "+join(w.ports))
+			case h.affinity != w.affinity:
+				out = append(out, m.id+": "+k+" session affinity "+h.affinity+", the oldest export says "+w.affinity)
+			default:
+				if p := vipProblem(m, k); p != "" {
+					out = append(out, m.id+": "+k+" "+p)
+				}
 			}
 		}
 		for k := range m.imports {
