@@ -237,33 +237,84 @@ var benchRemoteTCP net.Addr = &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 4000
 func (discardTCP) Network() string      { return "tcp" }
 func (discardTCP) RemoteAddr() net.Addr { return benchRemoteTCP }
 
-// BenchmarkUDPCap runs the same UDP queries (4096-byte EDNS0 buffer)
-// side by side under the default max_udp_size 1232 and under 65535 (the
-// client's buffer decides): what the cap costs on the query path.
+// captured is discard that keeps a copy of the last reply, packed.
+type captured struct {
+	discard
+	last []byte
+}
+
+func (c *captured) WriteMsg(m *dns.Msg) error {
+	b, err := m.Pack()
+	c.last = b
+	return err
+}
+
+func (c *captured) Write(b []byte) (int, error) {
+	c.last = append(c.last[:0], b...)
+	return len(b), nil
+}
+
+// BenchmarkUDPCap runs the same UDP queries, with the largest EDNS0
+// buffer a client can claim (65,535), side by side under the default
+// max_udp_size 1232 and under 65535 (the client's buffer decides): what
+// the cap costs on the query path. hl200 is a headless service of 200
+// ready endpoints whose A and SRV answers are far over 1232 octets: the
+// setup checks that under the cap its reply is at most 1232 octets and
+// truncated (TC) or cut, and over 1232 octets without it, so that the
+// numbers are those of the capped path.
 func BenchmarkUDPCap(b *testing.B) {
+	const endpoints = 200
 	for _, maxUDP := range []int{DefaultMaxUDPSize, 65535} {
 		p := newTestMCSWith(b, &config{ttl: 5, maxUDP: maxUDP})
+		svc := &answers.Service{Namespace: "demo", Name: "hl200", Type: answers.Headless,
+			Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}}}
+		s := &answers.Slice{Name: "east", ClusterID: "east"}
+		for i := range endpoints {
+			s.Endpoints = append(s.Endpoints, readyEP(fmt.Sprintf("pod-%d", i), fmt.Sprintf("10.200.%d.%d", i>>8, i&255)))
+		}
+		p.index.Put(svc.Key(), answers.Build(svc, []*answers.Slice{s}, answers.Config{Zones: p.cfg.forwardZones(), TTL: 5}))
 		for _, c := range []struct {
 			name  string
 			qname string
 			qtype uint16
+			big   bool
 		}{
-			{"ClusterSetIP-A", "web.demo.svc.clusterset.local.", dns.TypeA},
-			{"Headless-A", "db.demo.svc.clusterset.local.", dns.TypeA},
-			{"SRV", "_pg._tcp.db.demo.svc.clusterset.local.", dns.TypeSRV},
+			{"ClusterSetIP-A", "web.demo.svc.clusterset.local.", dns.TypeA, false},
+			{"Headless200-A", "hl200.demo.svc.clusterset.local.", dns.TypeA, true},
+			{"Headless200-SRV", "_http._tcp.hl200.demo.svc.clusterset.local.", dns.TypeSRV, true},
 		} {
 			b.Run(fmt.Sprintf("max_udp_size=%d/%s", maxUDP, c.name), func(b *testing.B) {
 				m := new(dns.Msg)
 				m.SetQuestion(c.qname, c.qtype)
-				m.SetEdns0(4096, false)
-				w := request.NewScrubWriter(m, discard{})
+				m.SetEdns0(dns.MaxMsgSize, false)
 				ctx := context.Background()
+				cw := &captured{}
+				if _, err := p.ServeDNS(ctx, request.NewScrubWriter(m, cw), m); err != nil {
+					b.Fatal(err)
+				}
+				r := new(dns.Msg)
+				if err := r.Unpack(cw.last); err != nil {
+					b.Fatal(err)
+				}
+				switch {
+				case !c.big:
+				case maxUDP == DefaultMaxUDPSize && len(cw.last) > DefaultMaxUDPSize:
+					b.Fatalf("capped reply of %d octets", len(cw.last))
+				case maxUDP == DefaultMaxUDPSize && !r.Truncated && len(r.Answer) >= endpoints:
+					b.Fatalf("capped reply neither truncated nor cut: %d answers", len(r.Answer))
+				case maxUDP != DefaultMaxUDPSize && (len(cw.last) <= DefaultMaxUDPSize || len(r.Answer) != endpoints):
+					b.Fatalf("uncapped reply of %d octets, %d answers: the fixture does not exceed the cap", len(cw.last), len(r.Answer))
+				}
+				w := request.NewScrubWriter(m, discard{})
+				runtime.GC()
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := p.ServeDNS(ctx, w, m); err != nil {
 						b.Fatal(err)
 					}
 				}
+				b.ReportMetric(float64(len(cw.last)), "reply-octets")
+				b.ReportMetric(float64(len(r.Answer)), "answers")
 			})
 		}
 	}
