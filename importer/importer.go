@@ -231,7 +231,7 @@ Flags (one or two leading dashes):
 	fs.StringVar(&o.VIPMode, "vip-mode", o.VIPMode, "how ClusterSetIP imports get their VIP: derived-service (a derived ClusterIP Service per importing cluster; kube-proxy routes it), clusterset-cidr (one VIP clusterset-wide from --clusterset-cidr for exports that opt in, a derived Service's for the others), or none")
 	fs.Var(listFlag{&o.ClusterSetCIDRs}, "clusterset-cidr", "comma-separated `CIDRs` (at most one IPv4 and one IPv6) clusterset-wide VIPs come from (--vip-mode=clusterset-cidr)")
 	fs.BoolVar(&o.ClusterSetIPDefault, "clusterset-ip-default", o.ClusterSetIPDefault, "with --vip-mode=clusterset-cidr: give every export a clusterset-wide VIP unless its annotation mcs-dns.io/use-clusterset-ip is \"false\" (otherwise only exports annotated \"true\" get one)")
-	fs.StringVar(&o.ExportPolicy, "export-policy", o.ExportPolicy, "export policy `file` (kind ExportPolicy, apiVersion mcs-dns.io/v1alpha1): per source cluster ID, the namespaces it may export from, the endpoints one export may carry, the address ranges of its endpoints; read again within seconds of a change (a ConfigMap mounted as a file works), a policy that does not parse is refused and the last good one stays (default: every namespace but kube-system, kube-public and kube-node-lease, any number of endpoints, any address)")
+	fs.StringVar(&o.ExportPolicy, "export-policy", o.ExportPolicy, "export policy `file` (kind ExportPolicy, apiVersion mcs-dns.io/v1alpha1): per source cluster ID, the namespaces it may export from, the endpoints one export may carry, the address ranges of its endpoints; read again every 2s, so a change to the file applies without a restart (a ConfigMap mounted as a volume, without subPath, works, but the kubelet updates the file only at its periodic sync, a minute or two after the ConfigMap changes), a policy that does not parse is refused and the last good one stays (default: every namespace but kube-system, kube-public and kube-node-lease, any number of endpoints, any address)")
 	fs.Var(listFlag{&o.EndpointSliceManagers}, "endpointslice-managers", "comma-separated endpointslice.kubernetes.io/managed-by `values` whose EndpointSlices of exported Services are mirrored; any other slice (no manager, or another) is ignored and counted in mcs_importer_ignored_objects_total (default: endpointslice-controller.k8s.io, the Kubernetes endpointslice controller; endpointslice-mirroring-controller.k8s.io copies Endpoints objects, so listing it trusts anyone who may write Endpoints)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run as one of several replicas: only the holder of a Lease works; the others take over when it goes away (while the Lease's cluster is unreachable no replica works)")
 	fs.StringVar(&o.LeaderElectKubeconfig, "leader-elect-kubeconfig", o.LeaderElectKubeconfig, "kubeconfig `file` of the cluster holding the leader Lease (default: --kubeconfig); see --leader-elect-context")
@@ -352,13 +352,6 @@ func NewLogger(o Options, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, ho))
 }
 
-// Run runs the importer until ctx is done. It returns an error when
-// start-up fails for a reason no retry mends (bad options, a kubeconfig
-// context that does not exist, a metrics address in use),
-// errLostLeadership when another replica took the Lease over, and nil
-// after a clean shutdown. Member clusters that cannot be used (at
-// start-up or later) never end it: each is joined in the background,
-// reported, and retried with back-off (members.Set).
 // policyPoll is how often the --export-policy file is read for changes.
 var policyPoll = 2 * time.Second
 
@@ -366,6 +359,13 @@ var policyPoll = 2 * time.Second
 // term, for every member's first join attempt.
 const startWait = 5 * time.Second
 
+// Run runs the importer until ctx is done. It returns an error when
+// start-up fails for a reason no retry mends (bad options, a kubeconfig
+// context that does not exist, a metrics address in use),
+// errLostLeadership when another replica took the Lease over, and nil
+// after a clean shutdown. Member clusters that cannot be used (at
+// start-up or later) never end it: each is joined in the background,
+// reported, and retried with back-off (members.Set).
 func Run(ctx context.Context, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
