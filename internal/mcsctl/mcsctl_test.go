@@ -545,9 +545,12 @@ func TestKubectlMCS(t *testing.T) {
 		// A slice no trusted manager wrote is reported, and never mirrored.
 		setSlice(t, east, "web-forged", map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "evil.example.com"},
 			ep{ip: "10.6.6.7", ready: true})
+		setSlice(t, east, "web-nolabel", map[string]string{discoveryv1.LabelServiceName: "web"}, ep{ip: "10.6.6.8", ready: true})
+		noLabel := `EndpointSlice web-nolabel-1 in east not mirrored: no endpointslice.kubernetes.io/managed-by label (mcs-importer mirrors only slices of the managers it trusts, --endpointslice-managers)`
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			web := service(b.status(c), "web")
 			assert.Contains(c, web.Problems, `EndpointSlice web-forged-1 in east not mirrored: its manager "evil.example.com" is not one mcs-importer trusts (--endpointslice-managers)`)
+			assert.Contains(c, web.Problems, noLabel)
 			assert.Equal(c, map[string]int{"east": 3, "west": 1}, view(web, "north").Endpoints, "never mirrored")
 		}, 30*time.Second, 500*time.Millisecond)
 		// explain says so at the export, and shows the copies' source
@@ -556,7 +559,7 @@ func TestKubectlMCS(t *testing.T) {
 		notMirrored := `EndpointSlice web-forged-1 in east not mirrored: its manager "evil.example.com" is not one mcs-importer trusts (--endpointslice-managers)`
 		for _, e := range rep.Export {
 			if e.Cluster == "east" {
-				assert.Equal(t, []string{notMirrored}, e.NotMirrored)
+				assert.Equal(t, []string{notMirrored, noLabel}, e.NotMirrored)
 			} else {
 				assert.Empty(t, e.NotMirrored, e.Cluster)
 			}
@@ -568,6 +571,7 @@ func TestKubectlMCS(t *testing.T) {
 		code, out, errOut := kubectl("explain", "web.shop.svc.clusterset.local", "--kubeconfig", b.set.Kubeconfig, "--contexts", members, "--in", "east")
 		require.Equal(t, 0, code, errOut)
 		assert.Contains(t, out, "    "+notMirrored+"\n", "under the export")
+		assert.Contains(t, out, "    "+noLabel+"\n", "under the export")
 		// With the importer's export policy, the addresses it drops.
 		pol := filepath.Join(t.TempDir(), "policy.yaml")
 		require.NoError(t, os.WriteFile(pol, []byte("apiVersion: mcs-dns.io/v1alpha1\nkind: ExportPolicy\nclusters:\n  east:\n    addressRanges: [\"10.1.0.0/31\", \"10.1.0.2/32\"]\n"), 0o600))
@@ -584,6 +588,7 @@ func TestKubectlMCS(t *testing.T) {
 		assert.NotEqual(t, 0, code)
 		assert.Contains(t, errOut, "--export-policy:")
 		require.NoError(t, east.Kube.DiscoveryV1().EndpointSlices(ns).Delete(context.Background(), "web-forged-1", metav1.DeleteOptions{}))
+		require.NoError(t, east.Kube.DiscoveryV1().EndpointSlices(ns).Delete(context.Background(), "web-nolabel-1", metav1.DeleteOptions{}))
 	})
 
 	t.Run("member down", func(t *testing.T) {

@@ -11,7 +11,8 @@ import (
 
 // sourceRules are mcs-importer's rules for which source endpoints of an
 // exported Service it mirrors: its --endpointslice-managers and, when
-// given, its --export-policy.
+// given, its --export-policy, as kubectl mcs's own --source-managers and
+// --export-policy give them (it cannot read the importer's flags).
 type sourceRules struct {
 	managers []string
 	policy   *policy.Policy
@@ -36,9 +37,14 @@ func rulesOf(o *Options) (sourceRules, error) {
 // without an address goes); notes say, in words, what was left out.
 func (r sourceRules) mirrored(clusterID, context string, srcs []*discoveryv1.EndpointSlice) (kept []*discoveryv1.EndpointSlice, notes []string) {
 	for _, es := range srcs {
-		if !slices.Contains(r.managers, es.Labels[discoveryv1.LabelManagedBy]) {
+		switch m := es.Labels[discoveryv1.LabelManagedBy]; {
+		case m == "":
+			notes = append(notes, fmt.Sprintf("EndpointSlice %s in %s not mirrored: no %s label (mcs-importer mirrors only slices of the managers it trusts, --endpointslice-managers)",
+				es.Name, context, discoveryv1.LabelManagedBy))
+			continue
+		case !slices.Contains(r.managers, m):
 			notes = append(notes, fmt.Sprintf("EndpointSlice %s in %s not mirrored: its manager %q is not one mcs-importer trusts (--endpointslice-managers)",
-				es.Name, context, es.Labels[discoveryv1.LabelManagedBy]))
+				es.Name, context, m))
 			continue
 		}
 		if !r.policy.RestrictsAddresses(clusterID) {
