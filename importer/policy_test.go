@@ -1,13 +1,18 @@
 package importer_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/mcs-dns/mcs-dns/importer"
 )
 
 // policyDoc is an export policy: namespace pol-denied denied to every
@@ -41,12 +46,34 @@ func writeAtomically(t *testing.T, path, content string) {
 
 // The export policy, with the real importer: an export from a denied
 // namespace, and one over its endpoint budget, are not imported and say
-// why (Valid=False, the rule named); addresses outside a member's ranges
-// are dropped and counted; an edit applies without a restart, both ways;
-// a policy that does not parse is refused and the last good one stays.
+// why (Valid=False, the rule named); an import whose export grows over
+// the budget is withdrawn, and comes back when it shrinks; addresses
+// outside a member's ranges are dropped and counted; an edit applies
+// without a restart, both ways; a policy that does not parse, or that
+// parses but breaks a rule (an unknown field, a bad CIDR), is refused at
+// start-up with an error naming it, and later the last good one stays.
 func TestExportPolicy(t *testing.T) {
 	w := newTestbed(t)
 	path := filepath.Join(t.TempDir(), "policy.yaml")
+
+	// At start-up: Run fails, naming the flag and the problem.
+	for _, bad := range []struct{ doc, says string }{
+		{policyDoc(true) + "  oops: [\n", "yaml"},
+		{strings.Replace(policyDoc(false), "deny:", "denny:", 1), "denny"},
+		{strings.Replace(policyDoc(false), "10.72.0.0/24", "10.72.0.0/33", 1), "10.72.0.0/33"},
+	} {
+		writeAtomically(t, path, bad.doc)
+		o := baseOptions(w.kubeconfig, w.contexts...)
+		o.ExportPolicy = path
+		o.Log = testLogger()
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		err := importer.Run(ctx, o)
+		cancel()
+		if assert.Error(t, err, "start-up with %q", bad.says) {
+			assert.Contains(t, err.Error(), "--export-policy")
+			assert.Contains(t, err.Error(), bad.says)
+		}
+	}
 	writeAtomically(t, path, policyDoc(false))
 	mkNamespace(t, "pol-denied", w.all...)
 	mkNamespace(t, "pol-ok", w.all...)
@@ -57,6 +84,9 @@ func TestExportPolicy(t *testing.T) {
 	mkService(t, w.west, "pol-ok", "big", false, tcpPort("http", 8080))
 	putSlice(t, w.west, "pol-ok", "big", "big-1", ips(4, "10.71.2")...)
 	mkExport(t, w.west, "pol-ok", "big")
+	mkService(t, w.west, "pol-ok", "grows", false, tcpPort("http", 8080))
+	putSlice(t, w.west, "pol-ok", "grows", "grows-1", ips(3, "10.71.3")...)
+	mkExport(t, w.west, "pol-ok", "grows")
 	mkService(t, w.north, "pol-ok", "web", false, tcpPort("http", 8080))
 	putSlice(t, w.north, "pol-ok", "web", "web-1", ep{ip: "10.72.0.1", ready: true}, ep{ip: "10.99.0.1", ready: true})
 	mkExport(t, w.north, "pol-ok", "web")
@@ -90,6 +120,24 @@ func TestExportPolicy(t *testing.T) {
 	}
 	assert.Equal(t, 1.0, r.counters(t, "mcs_importer_ignored_objects_total")["north/Endpoint/address_not_allowed"])
 
+	// Within its budget (3 endpoints): imported. Grown over it: withdrawn,
+	// as an unexport is, and Valid=False; back within it: imported again.
+	require.Eventually(t, func() bool {
+		got, err := endpointsBySource(w.east, "pol-ok", "grows")
+		return err == nil && len(got["west"]) == 3 && validOf("west", "pol-ok", "grows") == "True/Valid"
+	}, waitFor, tick, "%s", validOf("west", "pol-ok", "grows"))
+	putSlice(t, w.west, "pol-ok", "grows", "grows-1", ips(4, "10.71.3")...)
+	require.Eventually(t, func() bool {
+		_, err := getImport(w.east, "pol-ok", "grows")
+		got, lerr := endpointsBySource(w.north, "pol-ok", "grows")
+		return apierrors.IsNotFound(err) && lerr == nil && len(got) == 0 && validOf("west", "pol-ok", "grows") == "False/TooManyEndpoints"
+	}, waitFor, tick, "%s", validOf("west", "pol-ok", "grows"))
+	putSlice(t, w.west, "pol-ok", "grows", "grows-1", ips(2, "10.71.3")...)
+	require.Eventually(t, func() bool {
+		got, err := endpointsBySource(w.east, "pol-ok", "grows")
+		return err == nil && len(got["west"]) == 2 && validOf("west", "pol-ok", "grows") == "True/Valid"
+	}, waitFor, tick, "%s", validOf("west", "pol-ok", "grows"))
+
 	// Allowed: imported, without a restart.
 	writeAtomically(t, path, policyDoc(true))
 	require.Eventually(t, func() bool {
@@ -103,16 +151,29 @@ func TestExportPolicy(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	}, waitFor, tick)
 
-	// A policy that does not parse changes nothing, and says so.
-	writeAtomically(t, path, policyDoc(true)+"  oops: [\n")
-	require.Eventually(t, func() bool {
-		return gauge(t, r, "mcs_importer_export_policy_valid") == 0
-	}, waitFor, tick)
-	_, err := getImport(w.east, "pol-denied", "web")
-	assert.True(t, apierrors.IsNotFound(err), "the last good policy (deny) stays: %v", err)
-	got, err := endpointsBySource(w.east, "pol-ok", "web")
-	require.NoError(t, err)
-	assert.Equal(t, want, got)
+	// A policy that does not parse, or has a typo that would loosen a
+	// rule (deny misspelt, so pol-denied would be allowed), changes
+	// nothing, and says so; a good one is in force again.
+	for _, bad := range []string{
+		policyDoc(true) + "  oops: [\n",
+		strings.Replace(policyDoc(false), "deny:", "denny:", 1),
+	} {
+		writeAtomically(t, path, bad)
+		require.Eventually(t, func() bool {
+			return gauge(t, r, "mcs_importer_export_policy_valid") == 0
+		}, waitFor, tick)
+		time.Sleep(3 * time.Second) // reconciles of every export under the policy in force
+		_, err := getImport(w.east, "pol-denied", "web")
+		assert.True(t, apierrors.IsNotFound(err), "the last good policy (deny) stays: %v", err)
+		assert.Equal(t, "False/NamespaceNotAllowed", validOf("west", "pol-denied", "web"))
+		got, err := endpointsBySource(w.east, "pol-ok", "web")
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+		writeAtomically(t, path, policyDoc(false))
+		require.Eventually(t, func() bool {
+			return gauge(t, r, "mcs_importer_export_policy_valid") == 1
+		}, waitFor, tick)
+	}
 }
 
 // gauge reads a gauge without labels from r's registry (-1: absent).
