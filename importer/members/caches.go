@@ -102,6 +102,8 @@ func sliceIndexer(label string) cache.Indexers {
 // Call waitSynced before reading.
 func (m *Member) startCaches(parent context.Context, notify func(Event)) (*Caches, error) {
 	ctx, cancel := context.WithCancel(parent)
+	done := ctx.Done()
+	m.cachesDone.Store(&done)
 	c := &Caches{cancel: cancel, done: make(chan struct{}), own: newOwnWrites()}
 	tr := informers.WithTransform(transform)
 	kf := informers.NewSharedInformerFactoryWithOptions(m.Kube, 0, tr)

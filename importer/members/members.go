@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +58,10 @@ type Member struct {
 
 	health     health
 	writeCheck writeCheck
+	// cachesDone is the Done channel of the context of the latest cache
+	// generation started (nil before the first): a watch the caches made
+	// stops waiting for a refusing API server when they are stopped.
+	cachesDone atomic.Pointer[<-chan struct{}]
 	// limiter is the clients' limit when the operator set none (nil
 	// otherwise).
 	limiter *apfLimiter
@@ -84,11 +90,12 @@ func LoadConfig(path, contextName string) (*rest.Config, error) {
 func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "mcs-importer"
-	cfg.Wrap(retryWhileAway)
+	m := &Member{Context: contextName, Config: cfg}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return retryWhileAway(rt, m.cachesStopped) })
 	// One limiter for every client of the member (kube, MCS, dynamic,
 	// discovery): none when its API server has API Priority and Fairness
 	// and the operator set no rate.
-	m := &Member{Context: contextName, Config: cfg, limiter: limitClients(cfg)}
+	m.limiter = limitClients(cfg)
 	var err error
 	if m.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("context %q: %w", contextName, err)
@@ -273,4 +280,13 @@ func ValidateIDs(ms []*Member) error {
 
 func duplicateID(other, context, id string) error {
 	return &IDError{msg: fmt.Sprintf("contexts %q and %q have the same cluster ID %q: cluster IDs must be distinct", other, context, id)}
+}
+
+// cachesStopped returns the channel closed when the latest cache
+// generation is stopped (nil before the first).
+func (m *Member) cachesStopped() <-chan struct{} {
+	if p := m.cachesDone.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

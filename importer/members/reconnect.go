@@ -32,16 +32,23 @@ const (
 // soon as the API server is back:
 //   - a watch (the caches' reads) whose connection is refused is made
 //     again after 250 ms, 500 ms, then every second, until the request's
-//     context ends: the reflector waits in it instead of backing off. Other
-//     requests fail at once, so the health probe still sees the member go.
+//     context ends or the caches that made it are stopped (stopped returns
+//     their channel, nil before any: some informers, mcs-api's among them,
+//     watch with a context that never ends): the reflector waits in it
+//     instead of backing off. Other requests fail at once, so the health
+//     probe still sees the member go.
 //   - a read (GET, no body) turned away with 503 is asked again on the
 //     same schedule, for at most startingRetryFor.
-func retryWhileAway(rt http.RoundTripper) http.RoundTripper {
+func retryWhileAway(rt http.RoundTripper, stopped func() <-chan struct{}) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.Method != http.MethodGet || (req.Body != nil && req.Body != http.NoBody) {
 			return rt.RoundTrip(req)
 		}
 		watch := req.URL.Query().Get("watch") == "true"
+		var stop <-chan struct{}
+		if stopped != nil {
+			stop = stopped()
+		}
 		startingUntil := time.Now().Add(startingRetryFor)
 		wait := firstReconnect
 		for {
@@ -63,12 +70,22 @@ func retryWhileAway(rt http.RoundTripper) http.RoundTripper {
 			case <-req.Context().Done():
 				t.Stop()
 				return nil, req.Context().Err()
+			case <-stop:
+				t.Stop()
+				if err == nil {
+					err = errCachesStopped
+				}
+				return nil, err
 			case <-t.C:
 			}
 			wait = min(2*wait, maxReconnect)
 		}
 	})
 }
+
+// errCachesStopped: a request given up because the caches that made it
+// were stopped.
+var errCachesStopped = errors.New("the member's caches were stopped")
 
 // refused reports an error that says no connection could be made (nothing
 // was sent, so asking again is safe).

@@ -43,7 +43,7 @@ func TestRetryWhileAway(t *testing.T) {
 		req, err := http.NewRequest(http.MethodGet, "https://member.invalid/apis/multicluster.x-k8s.io/v1beta1/serviceexports?watch=true", nil)
 		require.NoError(t, err)
 		began := time.Now()
-		resp, err := retryWhileAway(serverStarting(2, &calls)).RoundTrip(req)
+		resp, err := retryWhileAway(serverStarting(2, &calls), nil).RoundTrip(req)
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, 3, calls)
@@ -54,7 +54,7 @@ func TestRetryWhileAway(t *testing.T) {
 		calls := 0
 		req, err := http.NewRequest(http.MethodPost, "https://member.invalid/apis/multicluster.x-k8s.io/v1beta1/namespaces/a/serviceimports", strings.NewReader("{}"))
 		require.NoError(t, err)
-		resp, err := retryWhileAway(serverStarting(1, &calls)).RoundTrip(req)
+		resp, err := retryWhileAway(serverStarting(1, &calls), nil).RoundTrip(req)
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "client-go decides")
 		assert.Equal(t, 1, calls)
@@ -63,7 +63,7 @@ func TestRetryWhileAway(t *testing.T) {
 		calls := 0
 		req, err := http.NewRequest(http.MethodGet, "https://member.invalid/api/v1/services?allowWatchBookmarks=true&watch=true", nil)
 		require.NoError(t, err)
-		resp, err := retryWhileAway(serverAway(4, &calls)).RoundTrip(req)
+		resp, err := retryWhileAway(serverAway(4, &calls), nil).RoundTrip(req)
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, 5, calls)
@@ -72,9 +72,19 @@ func TestRetryWhileAway(t *testing.T) {
 		calls := 0
 		req, err := http.NewRequest(http.MethodGet, "https://member.invalid/apis/multicluster.x-k8s.io/v1beta1/serviceexports?limit=1", nil)
 		require.NoError(t, err)
-		_, err = retryWhileAway(serverAway(1, &calls)).RoundTrip(req)
+		_, err = retryWhileAway(serverAway(1, &calls), nil).RoundTrip(req)
 		assert.ErrorIs(t, err, syscall.ECONNREFUSED, "the health probe sees the member go")
 		assert.Equal(t, 1, calls)
+	})
+	t.Run("a watch stops waiting when its caches are stopped", func(t *testing.T) {
+		calls := 0
+		req, err := http.NewRequest(http.MethodGet, "https://member.invalid/api/v1/services?watch=true", nil)
+		require.NoError(t, err)
+		stop := make(chan struct{})
+		time.AfterFunc(600*time.Millisecond, func() { close(stop) })
+		_, err = retryWhileAway(serverAway(1000, &calls), func() <-chan struct{} { return stop }).RoundTrip(req)
+		assert.ErrorIs(t, err, syscall.ECONNREFUSED, "the last refusal, for the reflector (whose own stop then ends it)")
+		assert.LessOrEqual(t, calls, 3, "given up at the stop")
 	})
 	t.Run("until the request's context ends", func(t *testing.T) {
 		calls := 0
@@ -82,7 +92,7 @@ func TestRetryWhileAway(t *testing.T) {
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://member.invalid/api/v1/services", nil)
 		require.NoError(t, err)
-		_, err = retryWhileAway(serverStarting(1000, &calls)).RoundTrip(req)
+		_, err = retryWhileAway(serverStarting(1000, &calls), nil).RoundTrip(req)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		// Asked at 0 and 250 ms; the context ends during the 500 ms wait
 		// (a late timer can add one more).
