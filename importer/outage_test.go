@@ -15,8 +15,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 	"github.com/mcs-dns/mcs-dns/test/procs"
@@ -586,4 +589,117 @@ func TestHandoverKeepsTheGracePeriod(t *testing.T) {
 	assert.WithinDuration(t, due, withdrawn, 3*time.Second, "withdrawn late: the grace period was started again")
 	proxies["north"].resume(t)
 	waitEndpoints(t, set.Clusters, ns, "from-north", map[string][]string{"north": {"10.75.2.1"}})
+}
+
+// clusterset-cidr: an address only a down member's import holds stays
+// claimed across a restart. north's export is withdrawn from the others
+// while north is down, but north's own import keeps its VIP; a new
+// process (north still down) must not give that address to a new import,
+// or north's older claim would renumber that import when north returns.
+// The pool has two addresses: one for an import every member holds, one
+// for north's.
+func TestClusterSetCIDRClaimsOfDownMemberKept(t *testing.T) {
+	t.Parallel()
+	set, proxies, kubeconfig := proxiedSet(t, "east", "west", "north")
+	east, west, north := set.Get("east"), set.Get("west"), set.Get("north")
+	all := set.Clusters
+	live := []*cluster.Cluster{east, west}
+	ns := "cidr-down"
+	mkNamespace(t, ns, all...)
+	args := []string{"--kubeconfig", kubeconfig, "--contexts", "east,west,north", "--health-probe-interval", "200ms",
+		"--endpoint-grace-period", "3s", "--connect-timeout", "5s", "--vip-mode", "clusterset-cidr",
+		"--clusterset-cidr", "10.251.0.0/30", "--clusterset-ip-default", "--member-record", "kube-system/cidr-down-members"}
+	vipIn := func(cs []*cluster.Cluster, name string) string {
+		got := importIPs(t, cs, ns, name, func(c *cluster.Cluster, si *mcsv1beta1.ServiceImport) error {
+			if len(si.Spec.IPs) != 1 {
+				return fmt.Errorf("ips %v", si.Spec.IPs)
+			}
+			return nil
+		})
+		for _, c := range cs[1:] {
+			require.Equal(t, got[cs[0].Name], got[c.Name], name)
+		}
+		return got[cs[0].Name][0]
+	}
+	exportIn(t, east, ns, "everywhere", "10.75.0.1")
+	exportIn(t, north, ns, "from-north", "10.75.2.1")
+	first := startImporterProc(t, "importer-1", args...)
+	vEverywhere := vipIn(all, "everywhere")
+	vNorth := vipIn(all, "from-north")
+	require.NotEqual(t, vEverywhere, vNorth)
+	quiesceProc(t, first)
+
+	proxies["north"].pause()
+	require.Eventually(t, func() bool { return first.state("north") == "down" }, waitFor, tick)
+	waitNoImport(t, live, ns, "from-north")
+	si, err := getImport(north, ns, "from-north")
+	require.NoError(t, err)
+	require.Equal(t, []string{vNorth}, si.Spec.IPs, "north's own import keeps its VIP")
+	require.NoError(t, first.Stop(), "stops while north refuses connections")
+
+	second := startImporterProc(t, "importer-2", args...)
+	require.Eventually(t, func() bool { return second.state("east") == "up" && second.state("west") == "up" }, waitFor, tick)
+	exportIn(t, east, ns, "late", "10.75.0.2")
+	// late waits for an address: the only one not held by everywhere is
+	// north's.
+	require.Eventually(t, func() bool {
+		for _, c := range live {
+			si, err := getImport(c, ns, "late")
+			if err != nil {
+				return false
+			}
+			cond := meta.FindStatusCondition(si.Status.Conditions, "Ready")
+			if len(si.Spec.IPs) != 0 || cond == nil || cond.Reason != vip.ReasonClusterSetIPExhausted {
+				return false
+			}
+		}
+		return true
+	}, waitFor, tick)
+	quiesceProc(t, second)
+	for _, c := range live {
+		si, err := getImport(c, ns, "late")
+		require.NoError(t, err)
+		require.Empty(t, si.Spec.IPs, "%s: late was given an address north's import holds", c.Name)
+	}
+
+	proxies["north"].resume(t)
+	require.Eventually(t, func() bool { return second.state("north") == "up" }, waitFor, tick)
+	require.Equal(t, vNorth, vipIn(all, "from-north"), "north's import keeps its VIP when north returns")
+	require.Equal(t, vEverywhere, vipIn(all, "everywhere"))
+	quiesceProc(t, second)
+	for _, c := range all {
+		si, err := getImport(c, ns, "late")
+		require.NoError(t, err)
+		require.Empty(t, si.Spec.IPs, c.Name)
+	}
+}
+
+// A member withdrawn while its API server refuses connections must not
+// stall the decisions about the others: a second member that goes away
+// later is withdrawn after its own grace period, although the first one
+// still refuses (its caches' watches wait for it, and stopping them must
+// not wait for it). Four members, so that two away is no disruption.
+func TestWithdrawalsGoOnWhileAMemberRefuses(t *testing.T) {
+	t.Parallel()
+	set, proxies, kubeconfig := proxiedSet(t, "east", "west", "north", "south")
+	east, west, north, south := set.Get("east"), set.Get("west"), set.Get("north"), set.Get("south")
+	ns := "refusing"
+	mkNamespace(t, ns, set.Clusters...)
+	exportIn(t, north, ns, "from-north", "10.76.2.1")
+	exportIn(t, south, ns, "from-south", "10.76.3.1")
+	p := startImporterProc(t, "importer", "--kubeconfig", kubeconfig, "--contexts", "east,west,north,south",
+		"--health-probe-interval", "200ms", "--endpoint-grace-period", "3s", "--connect-timeout", "5s", "--vip-mode", "none")
+	live := []*cluster.Cluster{east, west}
+	waitEndpoints(t, live, ns, "from-north", map[string][]string{"north": {"10.76.2.1"}})
+	waitEndpoints(t, live, ns, "from-south", map[string][]string{"south": {"10.76.3.1"}})
+
+	proxies["north"].pause()
+	require.Eventually(t, func() bool { return p.state("north") == "down" }, waitFor, tick)
+	waitNoImport(t, live, ns, "from-north")
+	proxies["south"].pause()
+	started := time.Now()
+	require.Eventually(t, func() bool { return p.state("south") == "down" }, waitFor, tick, "south withdrawn while north still refuses")
+	waitNoImport(t, live, ns, "from-south")
+	t.Logf("measured: south withdrawn %s after it went away (grace 3s)", time.Since(started).Round(time.Millisecond))
+	require.NoError(t, p.Stop(), "stops while two members refuse connections")
 }

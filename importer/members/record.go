@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 // Record is what one importer (one leader after another) knows of its
@@ -43,7 +47,31 @@ type RecordedMember struct {
 	// the disruptions since).
 	State string    `json:"state"`
 	Since time.Time `json:"since"`
+	// ClusterSetIPs are the clusterset-CIDR VIPs its imports held when
+	// it was last seen, kept while it is not Up.
+	ClusterSetIPs []RecordedClaim `json:"clusterSetIPs,omitempty"`
 }
+
+// RecordedClaim is one import's clusterset-CIDR VIP(s) in one member: its
+// mcs-dns.io/clusterset-ip annotation and its creation time there (the
+// claim's priority).
+type RecordedClaim struct {
+	Key   string    `json:"key"`
+	IPs   string    `json:"ips"`
+	Since time.Time `json:"since"`
+}
+
+// AwayClaims are the clusterset-CIDR VIPs recorded for a member that has
+// not joined in this process (down, or not reached yet): what its imports
+// held when an earlier process last saw it.
+type AwayClaims struct {
+	Context, Cluster string
+	Claims           []RecordedClaim
+}
+
+// maxRecordedClaims bounds the claims kept per member, so that the Record
+// stays well within a ConfigMap's 1 MiB (about 100 bytes each).
+const maxRecordedClaims = 4000
 
 // RecordStore keeps a Record.
 type RecordStore interface {
@@ -128,14 +156,22 @@ func (s *Set) record() Record {
 		case m != nil:
 			e.State = m.State().String()
 			e.Since = m.unreachableSince()
+			switch c := m.Caches(); {
+			case m.State() == Up:
+				sl.claims = nil // read live
+			case c != nil:
+				sl.claims = cacheClaims(c) // its last known state
+			}
 		case sl.expired:
 			e.State, e.Since = Down.String(), sl.awaySince
 		default:
 			e.State, e.Since = Unknown.String(), sl.awaySince
 		}
 		e.Since = e.Since.UTC().Truncate(time.Millisecond)
+		e.ClusterSetIPs = sl.claims
 		r.Members[sl.cfg.Context] = e
 	}
+	s.publishAway()
 	if s.disrupted {
 		d := s.disruptedAt.UTC().Truncate(time.Millisecond)
 		r.DisruptedSince, r.LimitReached = &d, s.overLimit
@@ -161,6 +197,9 @@ func (s *Set) restore(r Record, now time.Time) {
 		} else if e.Cluster != "" {
 			sl.knownID, sl.knownIDSource = e.Cluster, idFromProperty
 		}
+		if e.State != Up.String() && e.Cluster != "" {
+			sl.claims = e.ClusterSetIPs
+		}
 		switch e.State {
 		case Unreachable.String(), Unknown.String():
 			if !e.Since.IsZero() && e.Since.Before(now) {
@@ -178,6 +217,50 @@ func (s *Set) restore(r Record, now time.Time) {
 		s.disrupted, s.disruptedAt, s.overLimit = true, *r.DisruptedSince, r.LimitReached
 	}
 	s.rebuild()
+	s.publishAway()
+}
+
+// cacheClaims are the clusterset-CIDR VIPs the imports of a member's
+// caches hold, oldest first, at most maxRecordedClaims.
+func cacheClaims(c *Caches) []RecordedClaim {
+	var out []RecordedClaim
+	for _, si := range c.OwnedImports() {
+		if ips := si.Annotations[mcsapi.AnnotationClusterSetIP]; ips != "" {
+			out = append(out, RecordedClaim{Key: si.Namespace + "/" + si.Name, IPs: ips,
+				Since: si.CreationTimestamp.UTC()})
+		}
+	}
+	slices.SortFunc(out, func(a, b RecordedClaim) int {
+		if c := a.Since.Compare(b.Since); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	if len(out) > maxRecordedClaims {
+		out = out[:maxRecordedClaims]
+	}
+	return out
+}
+
+// publishAway makes the claims recorded for members not joined in this
+// process readable lock-free (AwayClaims). Called with mu held.
+func (s *Set) publishAway() {
+	var away []AwayClaims
+	for _, sl := range s.slots {
+		if sl.member == nil && len(sl.claims) > 0 && sl.knownID != "" {
+			away = append(away, AwayClaims{Context: sl.cfg.Context, Cluster: sl.knownID, Claims: sl.claims})
+		}
+	}
+	s.away.Store(&away)
+}
+
+// AwayClaims returns the clusterset-CIDR VIPs an earlier process recorded
+// for the members that have not joined in this one (lock-free).
+func (s *Set) AwayClaims() []AwayClaims {
+	if p := s.away.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // recordLoop saves the Record whenever the Set signals a change, until
@@ -243,7 +326,10 @@ func recordsEqual(a, b Record) bool {
 		return false
 	}
 	return maps.EqualFunc(a.Members, b.Members, func(x, y RecordedMember) bool {
-		return x.Cluster == y.Cluster && x.IDSource == y.IDSource && x.State == y.State && x.Since.Equal(y.Since)
+		return x.Cluster == y.Cluster && x.IDSource == y.IDSource && x.State == y.State && x.Since.Equal(y.Since) &&
+			slices.EqualFunc(x.ClusterSetIPs, y.ClusterSetIPs, func(a, b RecordedClaim) bool {
+				return a.Key == b.Key && a.IPs == b.IPs && a.Since.Equal(b.Since)
+			})
 	})
 }
 

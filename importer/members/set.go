@@ -167,6 +167,8 @@ type Set struct {
 	// replaced or gives up being Unknown; read lock-free by the reconcile.
 	joined atomic.Pointer[[]*Member]
 	hold   atomic.Pointer[Hold]
+	// away: AwayClaims, rebuilt (under mu) with every Record.
+	away atomic.Pointer[[]AwayClaims]
 
 	unsettled int
 	settled   chan struct{}
@@ -196,6 +198,10 @@ type slot struct {
 	// it go), moved on by the disruptions since.
 	awaySince    time.Time
 	restoredAway bool
+	// claims: the clusterset-CIDR VIPs its imports held when it was last
+	// seen (restored from the Record, or taken from its caches while it is
+	// not Up); nil while it is Up.
+	claims []RecordedClaim
 }
 
 // NewSet returns a Set of the configured members; Run runs it.

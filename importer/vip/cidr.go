@@ -34,6 +34,9 @@ const ReasonClusterSetIPExhausted = "ClusterSetIPExhausted"
 // deterministic, gives them the same answer. Between a decision and its
 // write showing up in the caches, this process remembers its own decisions
 // (pending), so the clusters it writes in one reconcile never disagree.
+// The imports of a member that cannot be read stay claimed: its last cache
+// generation while this process has seen it, else what an earlier process
+// recorded (members.Set.AwayClaims, from the member record).
 //
 // The claims are indexed (claimIndex): each member's cache generation is
 // read whole once, when it is first seen, and then follows the import
@@ -64,6 +67,10 @@ type CIDR struct {
 	// only its imports hold is not handed to another import meanwhile
 	// (which would renumber one of the two when it returns).
 	lastGen map[*members.Member]*members.Caches
+	// recorded: the members not joined in this process whose claims an
+	// earlier process recorded (members.Set.AwayClaims), indexed as
+	// source recordedSource(context), with their cluster ID (the rank).
+	recorded map[recordedSource]string
 	// swept is when expired pending decisions were last dropped.
 	swept   time.Time
 	pending map[string]Claim // key -> what this process decided, not yet seen in caches
@@ -79,18 +86,31 @@ type CIDR struct {
 // pendingSource is the index source of this process's decisions.
 type pendingSource struct{}
 
+// recordedSource is the index source of the claims an earlier process
+// recorded for the member of this kubeconfig context.
+type recordedSource string
+
+// awayClaimer is the part of members.Set that tells what an earlier
+// process recorded of the members not joined in this one.
+type awayClaimer interface {
+	AwayClaims() []members.AwayClaims
+}
+
 // NewCIDR returns the clusterset-CIDR provider.
 func NewCIDR(pool *Pool, ms Members) *CIDR {
 	if ms == nil {
 		ms = members.Static(nil)
 	}
 	c := &CIDR{pool: pool, members: ms, now: time.Now, index: newClaimIndex(), gens: map[*members.Caches]string{},
-		lastGen: map[*members.Member]*members.Caches{},
+		lastGen: map[*members.Member]*members.Caches{}, recorded: map[recordedSource]string{},
 		pending: map[string]Claim{}, decided: map[string]time.Time{}, starved: map[string]time.Time{}}
 	c.index.hidden = c.expired
 	c.index.rank = func(src any) string {
-		if g, ok := src.(*members.Caches); ok {
-			return c.gens[g]
+		switch src := src.(type) {
+		case *members.Caches:
+			return c.gens[src]
+		case recordedSource:
+			return c.recorded[src]
 		}
 		return "\xff" // after every cluster ID (DNS-1123: ASCII)
 	}
@@ -145,6 +165,46 @@ func (c *CIDR) syncGens() {
 		for _, si := range g.OwnedImports() {
 			if cl, ok := cacheClaim(si); ok {
 				c.takeSeen(g, cl)
+			}
+		}
+	}
+	c.syncRecorded(seen)
+}
+
+// syncRecorded indexes the claims an earlier process recorded for the
+// members not joined in this one (a member down since before the start
+// holds its VIPs as it would had this process seen it go), and forgets
+// them once the member has joined (its caches say what it holds). Called
+// with mu held.
+func (c *CIDR) syncRecorded(joined map[*members.Member]bool) {
+	ac, ok := c.members.(awayClaimer)
+	if !ok {
+		return
+	}
+	here := map[string]bool{}
+	for m := range joined {
+		here[m.Context] = true
+	}
+	want := map[recordedSource]members.AwayClaims{}
+	for _, a := range ac.AwayClaims() {
+		if !here[a.Context] {
+			want[recordedSource(a.Context)] = a
+		}
+	}
+	for src := range c.recorded {
+		if _, ok := want[src]; !ok {
+			c.index.dropSource(src)
+			delete(c.recorded, src)
+		}
+	}
+	for src, a := range want {
+		if _, ok := c.recorded[src]; ok {
+			continue
+		}
+		c.recorded[src] = a.Cluster
+		for _, rc := range a.Claims {
+			if ips := parseIPs(rc.IPs); len(ips) > 0 {
+				c.index.take(src, Claim{Key: rc.Key, IPs: ips, Since: rc.Since})
 			}
 		}
 	}

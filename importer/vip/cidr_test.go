@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -152,4 +153,55 @@ func TestCIDRConcurrentAssign(t *testing.T) {
 		require.Equal(t, 1, len(got[0].IPs)+len(got[1].IPs), "one of them gets the freed address: %v %v", got[0].IPs, got[1].IPs)
 		require.Len(t, c.Waiting(), 1)
 	}
+}
+
+// awayMembers is the members.Set as the CIDR reads it: none joined, and
+// the claims an earlier process recorded for some.
+type awayMembers struct {
+	mu   sync.Mutex
+	away []members.AwayClaims
+}
+
+func (a *awayMembers) Members() []*members.Member    { return nil }
+func (a *awayMembers) Lookup(string) *members.Member { return nil }
+func (a *awayMembers) AwayClaims() []members.AwayClaims {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.away
+}
+
+// TestCIDRRecordedClaims: an address an earlier process recorded for a
+// member that has not joined in this one is not given to another import;
+// the import it was recorded for gets it back; once the member is no
+// longer away (it joined: its caches say what it holds), the record is
+// forgotten.
+func TestCIDRRecordedClaims(t *testing.T) {
+	ms := &awayMembers{}
+	c := NewCIDR(mustPool(t, "10.250.0.0/30"), ms) // 2 usable: .1 and .2
+	imp := func(name string) *mcsv1beta1.ServiceImport {
+		return &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			Annotations: map[string]string{mcsapi.AnnotationUseClusterSetIP: "true"}},
+			Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}}}
+	}
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms.away = []members.AwayClaims{{Context: "north", Cluster: "north", Claims: []members.RecordedClaim{
+		{Key: "ns/from-north", IPs: "10.250.0.1", Since: since},
+		{Key: "ns/everywhere", IPs: "10.250.0.2", Since: since},
+	}}}
+	ctx := context.Background()
+	late, err := c.Assign(ctx, "east", imp("late"))
+	require.NoError(t, err)
+	assert.Empty(t, late.IPs, "both addresses are recorded as held")
+	require.NotNil(t, late.Ready)
+	assert.Equal(t, ReasonClusterSetIPExhausted, late.Ready.Reason)
+	back, err := c.Assign(ctx, "east", imp("everywhere"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"10.250.0.2"}, back.IPs, "the recorded import gets its address back")
+
+	ms.mu.Lock()
+	ms.away = nil // north joined
+	ms.mu.Unlock()
+	late, err = c.Assign(ctx, "east", imp("late"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"10.250.0.1"}, late.IPs, "the record is forgotten once north is no longer away")
 }
