@@ -30,16 +30,28 @@ func (a access) String() string {
 
 const mcsGroup = "multicluster.x-k8s.io"
 
-// writes lists the writes the importer makes in m: the export conditions
-// where it writes them, and imports, mirrored slices and derived Services
-// where it imports.
-func (m *Member) writes() []access {
+// accesses lists every call the importer makes in m, besides the
+// one-item lists the probe makes anyway: the caches' lists and watches
+// (ServiceExports, ServiceImports, Services, EndpointSlices, Namespaces in
+// every member), the reads of single objects before a write (where it
+// writes), and the writes: the export conditions where it writes them,
+// and imports, mirrored slices and derived Services where it imports. A
+// role that keeps list but loses watch leaves a cache frozen at its last
+// list, so both are asked.
+func (m *Member) accesses() []access {
 	var out []access
+	for _, r := range []access{{group: mcsGroup, resource: "serviceexports"}, {group: mcsGroup, resource: "serviceimports"},
+		{resource: "services"}, {group: "discovery.k8s.io", resource: "endpointslices"}, {resource: "namespaces"}} {
+		for _, verb := range []string{"list", "watch"} {
+			r.verb = verb
+			out = append(out, r)
+		}
+	}
 	if m.ExportConditions {
-		out = append(out, access{mcsGroup, "serviceexports", "status", "update"})
+		out = append(out, access{mcsGroup, "serviceexports", "", "get"}, access{mcsGroup, "serviceexports", "status", "update"})
 	}
 	if m.Importing {
-		for _, verb := range []string{"create", "update", "delete"} {
+		for _, verb := range []string{"get", "create", "update", "delete"} {
 			out = append(out,
 				access{mcsGroup, "serviceimports", "", verb},
 				access{"discovery.k8s.io", "endpointslices", "", verb},
@@ -50,13 +62,13 @@ func (m *Member) writes() []access {
 	return out
 }
 
-// writeCheckEvery is how often a member's write permissions are asked
-// again (SelfSubjectAccessReviews, which any authenticated user may make):
-// reads are checked by every probe, writes less often, being a dozen
-// requests.
+// writeCheckEvery is how often a member's permissions are asked again
+// (SelfSubjectAccessReviews, which any authenticated user may make): the
+// probe's one-item lists run every probe, the full check (some thirty
+// reviews, made at once) less often.
 const writeCheckEvery = 30 * time.Second
 
-// writeCheck is the last answer about m's write permissions.
+// writeCheck is the last answer about m's permissions (see accesses).
 type writeCheck struct {
 	mu  sync.Mutex
 	at  time.Time
@@ -79,9 +91,9 @@ func (m *Member) probeReads(ctx context.Context) error {
 	return err
 }
 
-// probeWrites asks the member whether the importer may make every write it
-// makes there (at most every writeCheckEvery; the last answer otherwise).
-// A write it may not make is a Forbidden error naming it.
+// probeWrites asks the member whether the importer may make every call it
+// makes there (accesses; at most every writeCheckEvery, the last answer
+// otherwise). A call it may not make is a Forbidden error naming it.
 func (m *Member) probeWrites(ctx context.Context) error {
 	m.writeCheck.mu.Lock()
 	defer m.writeCheck.mu.Unlock()
@@ -97,18 +109,31 @@ func (m *Member) probeWrites(ctx context.Context) error {
 }
 
 func (m *Member) checkWrites(ctx context.Context) error {
-	for _, a := range m.writes() {
-		review, err := m.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Group: a.group, Resource: a.resource, Subresource: a.subresource, Verb: a.verb,
-			}},
-		}, metav1.CreateOptions{})
+	all := m.accesses()
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, a := range all {
+		wg.Go(func() {
+			review, err := m.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Group: a.group, Resource: a.resource, Subresource: a.subresource, Verb: a.verb,
+				}},
+			}, metav1.CreateOptions{})
+			switch {
+			case err != nil:
+				errs[i] = err
+			case !review.Status.Allowed:
+				errs[i] = apierrors.NewForbidden(schema.GroupResource{Group: a.group, Resource: a.resource}, "",
+					fmt.Errorf("the importer may not %s here", a))
+			}
+		})
+	}
+	wg.Wait()
+	// The first in the list, so that the reason does not change from one
+	// check to the next.
+	for _, err := range errs {
 		if err != nil {
 			return err
-		}
-		if !review.Status.Allowed {
-			return apierrors.NewForbidden(schema.GroupResource{Group: a.group, Resource: a.resource}, "",
-				fmt.Errorf("the importer may not %s here", a))
 		}
 	}
 	return nil
