@@ -89,9 +89,6 @@ func TestMemberStateAfterWithdrawal(t *testing.T) {
 	done := make(chan struct{})
 	go func() { ms.Run(ctx); close(done) }()
 	defer func() {
-		// The cut member's MCS informers watch without a context of their
-		// own (mcs-api's generated informers), so their caches stop only
-		// once the API can be reached again.
 		require.NoError(t, p.Resume())
 		cancel()
 		<-done
