@@ -639,6 +639,7 @@ func TestClusterSetCIDRClaimsOfDownMemberKept(t *testing.T) {
 
 	second := startImporterProc(t, "importer-2", args...)
 	require.Eventually(t, func() bool { return second.state("east") == "up" && second.state("west") == "up" }, waitFor, tick)
+	require.Eventually(t, func() bool { return second.state("north") == "down" }, waitFor, tick, "recorded as withdrawn: down from the start")
 	exportIn(t, east, ns, "late", "10.75.0.2")
 	// late waits for an address: the only one not held by everywhere is
 	// north's.

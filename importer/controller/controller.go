@@ -441,6 +441,10 @@ func (c *Controller) Metrics() *Metrics { return c.metrics }
 // Run runs workers until ctx is done, and a full resync every resync
 // (none when 0). It returns when every worker has stopped.
 func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration) {
+	// The Set may have restored states from the member record since New
+	// (a member withdrawn by an earlier process is Down from the start,
+	// with no change to report it).
+	c.refreshMemberStates("")
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
