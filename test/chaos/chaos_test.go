@@ -2042,7 +2042,9 @@ func (w *world) recheckStale(i int, k, qname, a string, reask func() ([]string, 
 // member holds an import of k made well before the first answer (so that
 // CoreDNS has had it for longer than its staleness bound) and its API
 // server has been up all along (while it is stopped CoreDNS serves what it
-// last knew, which may predate the import).
+// last knew, which may predate the import). A Headless import with no
+// ready endpoint is NXDOMAIN rightly: one that had none in some reading
+// since the bound before the first answer is no violation.
 func (w *world) recheckMissing(i int, addr, network, k, qname string, at time.Time) {
 	time.Sleep(dnsStaleness)
 	r, err := procs.Query(addr, network, qname, dns.TypeA)
@@ -2064,6 +2066,25 @@ func (w *world) recheckMissing(i int, addr, network, k, qname string, at time.Ti
 	si := m.imports[k]
 	if si == nil || at.Sub(si.CreationTimestamp.Time) <= dnsStaleness+2*time.Second {
 		return
+	}
+	if si.Spec.Type == mcsv1beta1.Headless {
+		// A Headless import with no ready endpoint is NXDOMAIN: so it is
+		// only a violation if every reading from the bound before the
+		// first answer until now listed some.
+		if len(readyAddresses(m.mirrored[k])) == 0 {
+			return
+		}
+		w.mu.Lock()
+		none := false
+		for _, o := range w.history[w.members[i].Name+"/"+k] {
+			if !o.at.Before(at.Add(-dnsStaleness-time.Second)) && len(o.ready) == 0 {
+				none = true
+			}
+		}
+		w.mu.Unlock()
+		if none {
+			return
+		}
 	}
 	w.violate("dns-nxdomain", fmt.Sprintf("%s in %s answered NXDOMAIN at %.1fs and still does %s later, but its import %s (uid %s) exists since %s", qname, w.members[i].Name, at.Sub(w.began).Seconds(), dnsStaleness, k, si.UID, si.CreationTimestamp.Format(time.RFC3339)))
 }
@@ -2231,6 +2252,16 @@ func dnsProblems(addr string, m *member) []string {
 			want := readyAddresses(m.mirrored[k])
 			if si.Spec.Type != mcsv1beta1.Headless {
 				want = slices.Sorted(slices.Values(si.Spec.IPs))
+			} else if len(want) == 0 {
+				// No ready endpoint: the name does not exist.
+				for _, network := range []string{"udp", "tcp"} {
+					if r, err := procs.Query(addr, network, qname, dns.TypeA); err != nil {
+						out = append(out, qname+" A: "+err.Error())
+					} else if r.Rcode != dns.RcodeNameError {
+						out = append(out, fmt.Sprintf("%s A over %s: %s %v, but the Headless import has no ready endpoint", qname, network, dns.RcodeToString[r.Rcode], addresses(r.Answer)))
+					}
+				}
+				continue
 			}
 			for _, network := range []string{"udp", "tcp"} {
 				if r := ask(network, qname, dns.TypeA); r != nil {
