@@ -454,14 +454,16 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 	case !wrongFamily(fams, live):
 		return live, nil
 	default:
-		err := api.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &live.UID}})
-		d.report(m, "delete", want.Namespace, want.Name, err)
-		if err == nil || apierrors.IsNotFound(err) {
-			m.RecordDelete(live)
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
+		// A Service that replaced live meanwhile (the UID precondition
+		// fails) is left alone; the create below then finds the name taken
+		// and the next pass looks again.
+		err := write.Delete(ctx, func(ctx context.Context, opts metav1.DeleteOptions) error {
+			return api.Delete(ctx, want.Name, opts)
+		}, live.UID, func(verb string, err error) { d.report(m, verb, want.Namespace, want.Name, err) })
+		if err != nil {
 			return nil, fmt.Errorf("replacing derived Service %s/%s (IP family): %w", want.Namespace, want.Name, err)
 		}
+		m.RecordDelete(live)
 	}
 	created, err := d.create(ctx, m, want, fams)
 	if err != nil {
@@ -502,16 +504,16 @@ func (d *Derived) Release(ctx context.Context, clusterID, namespace, name string
 		return nil // cheap when there is nothing to release
 	}
 	dn := cur.Name
-	err := m.Kube.CoreV1().Services(namespace).Delete(ctx, dn, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &cur.UID},
-	})
-	d.report(m, "delete", namespace, dn, err)
-	if err == nil || apierrors.IsNotFound(err) {
-		m.RecordDelete(cur)
-	}
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	// Gone already, or replaced by another Service of that name (the
+	// UID precondition fails): either way cur is gone, and a
+	// replacement is never touched.
+	err := write.Delete(ctx, func(ctx context.Context, opts metav1.DeleteOptions) error {
+		return m.Kube.CoreV1().Services(namespace).Delete(ctx, dn, opts)
+	}, cur.UID, func(verb string, err error) { d.report(m, verb, namespace, dn, err) })
+	if err != nil {
 		return fmt.Errorf("deleting derived Service %s/%s: %w", namespace, dn, err)
 	}
+	m.RecordDelete(cur)
 	return nil
 }
 
