@@ -1990,8 +1990,16 @@ func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, rco
 		// member): read them again.
 		var still []string
 		for _, a := range unlisted {
-			listed := false
+			// A reading made since (the check loop's) may list it: an
+			// address made ready and answered between two readings.
+			w.mu.Lock()
+			t, ok := w.sourceReady[k][a]
+			w.mu.Unlock()
+			listed := ok && now.Sub(t) <= sourceStaleness
 			for j := range w.members {
+				if listed {
+					break
+				}
 				if m, err := w.read(ctx, j); err == nil && slices.Contains(readyAddresses(m.sources[k]), a) {
 					listed = true
 					break
