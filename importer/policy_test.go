@@ -45,7 +45,8 @@ func writeAtomically(t *testing.T, path, content string) {
 }
 
 // The export policy, with the real importer: an export from a denied
-// namespace, and one over its endpoint budget, are not imported and say
+// namespace (named by the policy, or protected), and one over its
+// endpoint budget, are not imported and say
 // why (Valid=False, the rule named); an import whose export grows over
 // the budget is withdrawn, and comes back when it shrinks; addresses
 // outside a member's ranges are dropped and counted; an edit applies
@@ -87,6 +88,11 @@ func TestExportPolicy(t *testing.T) {
 	mkService(t, w.west, "pol-ok", "grows", false, tcpPort("http", 8080))
 	putSlice(t, w.west, "pol-ok", "grows", "grows-1", ips(3, "10.71.3")...)
 	mkExport(t, w.west, "pol-ok", "grows")
+	// kube-public: no rule names it, and the policy in force denies it
+	// all the same (policy.Protected).
+	mkService(t, w.west, "kube-public", "dns", false, tcpPort("dns", 53))
+	putSlice(t, w.west, "kube-public", "dns", "dns-1", ep{ip: "10.71.4.1", ready: true})
+	mkExport(t, w.west, "kube-public", "dns")
 	mkService(t, w.north, "pol-ok", "web", false, tcpPort("http", 8080))
 	putSlice(t, w.north, "pol-ok", "web", "web-1", ep{ip: "10.72.0.1", ready: true}, ep{ip: "10.99.0.1", ready: true})
 	mkExport(t, w.north, "pol-ok", "web")
@@ -107,6 +113,7 @@ func TestExportPolicy(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return validOf("west", "pol-denied", "web") == "False/NamespaceNotAllowed" }, waitFor, tick, "%s", validOf("west", "pol-denied", "web"))
 	require.Eventually(t, func() bool { return validOf("west", "pol-ok", "big") == "False/TooManyEndpoints" }, waitFor, tick, "%s", validOf("west", "pol-ok", "big"))
+	require.Eventually(t, func() bool { return validOf("west", "kube-public", "dns") == "False/NamespaceNotAllowed" }, waitFor, tick, "%s", validOf("west", "kube-public", "dns"))
 	want := map[string][]string{"north": {"10.72.0.1"}}
 	require.Eventually(t, func() bool {
 		got, err := endpointsBySource(w.east, "pol-ok", "web")
@@ -114,7 +121,7 @@ func TestExportPolicy(t *testing.T) {
 	}, waitFor, tick, "only the addresses in north's range")
 	// Conditions follow the answers (a full pass after the serve pass).
 	require.Eventually(t, func() bool { return validOf("north", "pol-ok", "web") == "True/Valid" }, waitFor, tick, "%s", validOf("north", "pol-ok", "web"))
-	for _, k := range [][2]string{{"pol-denied", "web"}, {"pol-ok", "big"}} {
+	for _, k := range [][2]string{{"pol-denied", "web"}, {"pol-ok", "big"}, {"kube-public", "dns"}} {
 		_, err := getImport(w.east, k[0], k[1])
 		assert.True(t, apierrors.IsNotFound(err), "%s/%s is not imported: %v", k[0], k[1], err)
 	}

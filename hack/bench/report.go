@@ -155,7 +155,7 @@ func (r *Results) Markdown() string {
 		p("- Fixture %dx: %d ClusterSetIP + %d headless ServiceImports in %d namespaces; %d endpoints (%d per headless import per cluster, %d source clusters) in %d EndpointSlices; loaded (%d creates) in %.1f s.\n",
 			f.Scale, f.Sizes.Imports, f.Sizes.Headless, f.Sizes.Namespaces, f.Endpoints, f.Sizes.Endpoints, f.Sizes.Clusters, f.Slices, f.Objects, f.Seconds)
 	}
-	p("- Servers (one binary, `.:PORT`, no cache): a = `mcs clusterset.local`; b = `kubernetes cluster.local clusterset.local { multicluster clusterset.local }` (peer); c = `whoami` (ceiling).")
+	p("- Servers (one binary, `.:PORT`, no cache): a = `mcs clusterset.local { max_udp_size 4096 }` (the buffer the queries advertise); b = `kubernetes cluster.local clusterset.local { multicluster clusterset.local }` (peer); c = `whoami` (ceiling).")
 	if r.Shaping != nil || r.hasStartup("a+") {
 		p(" Shaping phase, start-up and RSS: a+ = a with `%s`.", shapedOptions)
 	}

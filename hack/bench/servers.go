@@ -41,13 +41,19 @@ var serverLabels = map[string]string{
 // each answer is local.
 const shapedOptions = "cluster_id east, locality local-first, rotate"
 
+// benchUDPSize is the EDNS0 buffer the bench's queries advertise.
+const benchUDPSize = 4096
+
 func corefile(id string, port, pprof int, kubeconfig, context string) string {
 	var body string
 	switch id {
+	// a and a+ answer up to the 4096-octet buffer the bench's queries
+	// advertise (max_udp_size), as b does: the default 1232 cap would
+	// truncate the big answers the phases compare and check.
 	case "a":
-		body = fmt.Sprintf("    mcs clusterset.local {\n        kubeconfig %s %s\n    }\n", kubeconfig, context)
+		body = fmt.Sprintf("    mcs clusterset.local {\n        kubeconfig %s %s\n        max_udp_size %d\n    }\n", kubeconfig, context, benchUDPSize)
 	case "a+":
-		body = fmt.Sprintf("    mcs clusterset.local {\n        kubeconfig %s %s\n        cluster_id %s\n        locality local-first\n        rotate\n    }\n", kubeconfig, context, clusterID(0))
+		body = fmt.Sprintf("    mcs clusterset.local {\n        kubeconfig %s %s\n        max_udp_size %d\n        cluster_id %s\n        locality local-first\n        rotate\n    }\n", kubeconfig, context, benchUDPSize, clusterID(0))
 	case "b":
 		body = fmt.Sprintf("    kubernetes cluster.local clusterset.local {\n        kubeconfig %s %s\n        multicluster clusterset.local\n    }\n", kubeconfig, context)
 	case "c":

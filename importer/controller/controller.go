@@ -774,6 +774,11 @@ func (c *Controller) wrote(m *members.Member, kind, verb string, ns, name string
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		c.metrics.WriteConflicts.WithLabelValues(m.ID, kind).Inc()
 	}
+	if apierrors.IsForbidden(err) {
+		// Perhaps a RoleBinding lost this write: the member's next probe
+		// asks (and, if so, takes the member out of Up).
+		m.WriteForbidden()
+	}
 	c.log.Debug("write", "cluster", m.ID, "kind", kind, "verb", verb, "namespace", ns, "name", name, "err", err)
 	if kind == vip.KindService && verb == "delete" && err == nil {
 		// Its VIP is given up: worth a line, as the import's are.

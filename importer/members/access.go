@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -68,11 +69,27 @@ func (m *Member) accesses() []access {
 // reviews, made at once) less often.
 const writeCheckEvery = 30 * time.Second
 
+// forbiddenRecheckAfter is how soon after the last check a write refused
+// with 403 has the permissions asked again. Quotas and webhooks refuse
+// with 403 too (the check then finds every call allowed): the bound keeps
+// a write refused on every pass from sending the reviews on every probe.
+const forbiddenRecheckAfter = 2 * time.Second
+
 // writeCheck is the last answer about m's permissions (see accesses).
 type writeCheck struct {
 	mu  sync.Mutex
 	at  time.Time
 	err error
+	// soon: a write was refused with 403 since the last check; ask
+	// again forbiddenRecheckAfter after it, not writeCheckEvery.
+	soon atomic.Bool
+}
+
+// WriteForbidden tells m that the API server refused one of the
+// importer's writes with 403 Forbidden: a RoleBinding that lost a write
+// is then noticed at the next probe rather than within writeCheckEvery.
+func (m *Member) WriteForbidden() {
+	m.writeCheck.soon.Store(true)
 }
 
 // probeReads lists one object of every resource the importer reads in m
@@ -97,9 +114,13 @@ func (m *Member) probeReads(ctx context.Context) error {
 func (m *Member) probeWrites(ctx context.Context) error {
 	m.writeCheck.mu.Lock()
 	defer m.writeCheck.mu.Unlock()
-	if !m.writeCheck.at.IsZero() && time.Since(m.writeCheck.at) < writeCheckEvery {
-		return m.writeCheck.err
+	if at := m.writeCheck.at; !at.IsZero() {
+		since := time.Since(at)
+		if since < writeCheckEvery && (!m.writeCheck.soon.Load() || since < forbiddenRecheckAfter) {
+			return m.writeCheck.err
+		}
 	}
+	m.writeCheck.soon.Store(false)
 	err := m.checkWrites(ctx)
 	if ctx.Err() != nil {
 		return err // not an answer: asked again at the next probe

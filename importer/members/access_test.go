@@ -76,8 +76,20 @@ func TestProbeCoversWatch(t *testing.T) {
 	// The answer is kept for writeCheckEvery: a probe within it does not
 	// ask again.
 	role.Rules = rules(all...)
-	_, err = roles.Update(ctx, role, metav1.UpdateOptions{})
+	role, err = roles.Update(ctx, role, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	assert.Error(t, m.Probe(ctx, 10*time.Second), "asked again before writeCheckEvery")
 	require.Eventually(t, func() bool { return probeAfresh() == nil }, 30*time.Second, 100*time.Millisecond)
+
+	// A write refused with 403 has the permissions asked again at the
+	// next probe once forbiddenRecheckAfter has passed, well within
+	// writeCheckEvery.
+	role.Rules = rules("get", "list", "watch", "create", "delete") // no update
+	_, err = roles.Update(ctx, role, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, m.Probe(ctx, 10*time.Second), "the last answer, kept")
+	m.WriteForbidden()
+	require.Eventually(t, func() bool { return m.Probe(ctx, 10*time.Second) != nil }, 10*time.Second, 100*time.Millisecond,
+		"a refused write did not have the permissions asked again")
+	assert.Contains(t, m.Probe(ctx, 10*time.Second).Error(), "may not update services")
 }

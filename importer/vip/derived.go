@@ -299,29 +299,35 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 		cur = c.Service(desired.Namespace, name)
 	}
 	fams := desired.Spec.IPFamilies
-	if cur == nil {
-		created, err := d.create(ctx, m, want, fams)
-		switch {
-		case err == nil:
-			cur = created
-		case errors.Is(err, errNoFamily):
-			// Not an error to retry: the import is written without a
-			// VIP, and its Ready condition says why.
-			return Assignment{Ready: familyNotSupported(fams)}, nil
-		case apierrors.IsAlreadyExists(err):
-			if cur, err = api.Get(ctx, name, metav1.GetOptions{}); err != nil {
-				return Assignment{}, err
-			}
-		default:
-			// No VIP is held; the slices keep the label they will need,
-			// so that they are not rewritten twice.
-			held := Assignment{SliceLabels: map[string]string{mcsapi.LabelKubeServiceName: name}}
-			return held, fmt.Errorf("creating derived Service %s/%s: %w", desired.Namespace, name, err)
-		}
+	get := func(ctx context.Context) (*corev1.Service, error) { return api.Get(ctx, name, metav1.GetOptions{}) }
+	// ours: the derived Service of this import. Someone else's Service
+	// (or, after a 50-bit hash collision, the derived Service of another
+	// import) with the name is never written.
+	ours := func(svc *corev1.Service) bool {
+		return OwnedService(svc) && svc.Labels[mcsapi.LabelDerivedFor] == desired.Name
 	}
-	if !OwnedService(cur) || cur.Labels[mcsapi.LabelDerivedFor] != desired.Name {
-		// Someone else's Service (or, after a 50-bit hash collision, the
-		// derived Service of another import) has the name.
+	// Create it when the cache has none; a create that finds one there
+	// already (the cache was behind) adopts ours and yields to another's.
+	// Its mutable parts are brought to want's below, one by one.
+	cur, out, err := write.Ensure(ctx, write.Ops[*corev1.Service]{
+		Get:      get,
+		Create:   func(ctx context.Context) (*corev1.Service, error) { return d.create(ctx, m, want, fams) },
+		Owned:    ours,
+		UpToDate: func(*corev1.Service) bool { return true },
+	}, cur)
+	switch {
+	case errors.Is(err, errNoFamily):
+		// Not an error to retry: the import is written without a VIP,
+		// and its Ready condition says why.
+		return Assignment{Ready: familyNotSupported(fams)}, nil
+	case err != nil && cur == nil:
+		// No VIP is held; the slices keep the label they will need, so
+		// that they are not rewritten twice.
+		held := Assignment{SliceLabels: map[string]string{mcsapi.LabelKubeServiceName: name}}
+		return held, fmt.Errorf("creating derived Service %s/%s: %w", desired.Namespace, name, err)
+	case err != nil:
+		return Assignment{}, err
+	case out == write.Yielded:
 		return Assignment{}, &members.NotOwnedError{Kind: KindService, Namespace: desired.Namespace, Name: name}
 	}
 	if wrongFamily(fams, cur) {
@@ -339,10 +345,8 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 	// (the VIP stays), through write.Ensure.
 	update := func(what string, upToDate func(*corev1.Service) bool, mutate func(*corev1.Service)) error {
 		got, out, err := write.Ensure(ctx, write.Ops[*corev1.Service]{
-			Get: func(ctx context.Context) (*corev1.Service, error) { return api.Get(ctx, name, metav1.GetOptions{}) },
-			Owned: func(svc *corev1.Service) bool {
-				return OwnedService(svc) && svc.Labels[mcsapi.LabelDerivedFor] == desired.Name
-			},
+			Get:      get,
+			Owned:    ours,
 			UpToDate: upToDate,
 			Update: func(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
 				upd := svc.DeepCopy()
@@ -392,7 +396,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			return failed(err)
 		}
 	}
-	err := update("ports and session affinity", func(svc *corev1.Service) bool { return mutableSpecEqual(want, svc) }, func(upd *corev1.Service) {
+	err = update("ports and session affinity", func(svc *corev1.Service) bool { return mutableSpecEqual(want, svc) }, func(upd *corev1.Service) {
 		upd.Spec.Ports = want.Spec.Ports
 		upd.Spec.SessionAffinity, upd.Spec.SessionAffinityConfig = want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
 	})
