@@ -85,6 +85,8 @@ soak: tools apt ## Our CoreDNS under dnsperf load while EndpointSlices and Servi
 
 CHAOS_MEMBERS ?= 5
 CHAOS_DURATION ?= 10m
+# derived-service, or clusterset-cidr (VIPs from one clusterset-wide CIDR).
+CHAOS_VIP_MODE ?= derived-service
 # The importers' logs of every run, passing ones too: <dir>/<seed>/.
 CHAOS_LOG_DIR ?= $(ROOT)/.cache/chaos-logs
 
@@ -92,8 +94,8 @@ CHAOS_LOG_DIR ?= $(ROOT)/.cache/chaos-logs
 chaos: tools ## Randomized, seeded faults and workload on CHAOS_MEMBERS (5) real members, two leader-elected importers and a CoreDNS per member for CHAOS_DURATION (10m), invariants checked against a model; CHAOS_SEED replays a run (RELIABILITY.md)
 	@$(RECORD_RUN); trap 'hack/reap.sh' EXIT; \
 		seed=$${CHAOS_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
-		echo "chaos: CHAOS_SEED=$$seed CHAOS_MEMBERS=$(CHAOS_MEMBERS) CHAOS_DURATION=$(CHAOS_DURATION)"; \
-		CHAOS_SEED=$$seed CHAOS_MEMBERS=$(CHAOS_MEMBERS) CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_LOG_DIR=$(CHAOS_LOG_DIR) \
+		echo "chaos: CHAOS_SEED=$$seed CHAOS_MEMBERS=$(CHAOS_MEMBERS) CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_VIP_MODE=$(CHAOS_VIP_MODE)"; \
+		CHAOS_SEED=$$seed CHAOS_MEMBERS=$(CHAOS_MEMBERS) CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_VIP_MODE=$(CHAOS_VIP_MODE) CHAOS_LOG_DIR=$(CHAOS_LOG_DIR) \
 		$(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./test/chaos
 
 .PHONY: demo

@@ -61,6 +61,12 @@ type Options struct {
 	Starts         int
 	ImporterArgs   string
 	ImporterFloor  bool
+	// MemberScale lists the clusterset sizes of the member-scale phase.
+	MemberScale        string
+	MemberScaleTimeout time.Duration
+	MemberChurnRate    float64
+	MemberChurn        time.Duration
+	MemberIdle         time.Duration
 	// MoreScales are further factors of start-up and RSS runs after the
 	// large one ("100"); none by default.
 	MoreScales string
@@ -86,6 +92,7 @@ const (
 	PhaseSizes    = "sizes"
 	PhaseRelist   = "relist"
 	PhaseImporter = "importer"
+	PhaseMembers  = "members"
 	PhaseGoBench  = "gobench"
 )
 
@@ -117,7 +124,12 @@ func main() {
 	flag.BoolVar(&o.Profile, "profile", true, "take CPU and heap profiles of a and b under the mix, heap profiles after sync, and a CPU profile of the large start-up")
 	flag.DurationVar(&o.StartupProfile, "startup-profile", 8*time.Second, "length of the start-up CPU profile at the large size")
 	flag.IntVar(&o.Workers, "workers", 48, "parallel creates when loading fixtures")
-	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,shaping,startup,10x,relist,sizes,importer,gobench")
+	flag.StringVar(&o.Only, "only", "", "comma-separated phases to run: perf,proglat,shaping,startup,10x,relist,sizes,importer,members,gobench")
+	flag.StringVar(&o.MemberScale, "member-scale", "3,10,20", "members: comma-separated clusterset sizes (each member its own API server, all on this machine)")
+	flag.DurationVar(&o.MemberScaleTimeout, "member-scale-timeout", 15*time.Minute, "members: how long cold convergence may take at one size")
+	flag.Float64Var(&o.MemberChurnRate, "member-churn-rate", 5, "members: endpoint changes per second during the churn")
+	flag.DurationVar(&o.MemberChurn, "member-churn", time.Minute, "members: length of the churn")
+	flag.DurationVar(&o.MemberIdle, "member-idle", 30*time.Second, "members: window for the importer's idle CPU")
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
 	flag.StringVar(&o.ExportType, "export-type", "headless", "importer: type of the exported Services, headless (answered: A = the endpoint's IP) or clustersetip (answered: NOERROR, since the importer may assign no VIP)")
 	flag.StringVar(&o.ImporterArgs, "importer-args", "", "importer: extra mcs-importer flags (default: its defaults)")
@@ -264,6 +276,16 @@ func run(o Options) int {
 				res.Importer.NotDone = err.Error()
 			}
 		}
+		for _, s := range sets {
+			s.Stop()
+		}
+		sets = nil
+	}
+	if ctx.Err() != nil {
+		return b.fail(context.Cause(ctx))
+	}
+	if o.phase(PhaseMembers) && b.Importer != "" {
+		b.memberScalePhase(ctx, func(s *cluster.Set) { sets = append(sets, s) })
 		for _, s := range sets {
 			s.Stop()
 		}

@@ -117,6 +117,7 @@ func (r *Results) targets() []Target {
 	}
 	r.shapingTargets(add)
 	r.relistTargets(add)
+	r.memberScaleTargets(add)
 	tcWhat := fmt.Sprintf("headless SRV (%d endpoints) without TC at 4096 (a)", r.Options.Sizes.Endpoints*r.Options.Sizes.Clusters)
 	if c := r.Correctness["a"][KindHLSRV]; c != nil {
 		add(tcWhat, "no TC", fmt.Sprintf("%d of %d truncated, %d answers, %d bytes", c.TC, c.Total, c.MaxAnswers, c.MaxSize), b(c.TC == 0 && c.OK == c.Total))
@@ -307,6 +308,8 @@ func (r *Results) Markdown() string {
 			p("\nFloor: after the steady-state window the importer is stopped and the bench exports another %d Services in `%s`; as each export is acknowledged it computes the import and mirrored slices with the importer's own rules (`aggregate.Compute`) and creates them in all three clusters itself (%d exports at a time, slices then import, member by member, as the importer's serve pass does; no reads, no statuses), measured the same way. It is what these API servers allow any importer that writes the same objects.\n", im.Exports, floorNS, f.Workers)
 		}
 	}
+
+	r.memberScaleMarkdown(p)
 
 	p("\n## go test -bench (plugin)\n\n")
 	if len(r.GoBench.Lines) == 0 && r.GoBench.Error == "" {

@@ -33,6 +33,7 @@ type Results struct {
 	Shaping      *ShapingResult                 `json:"shaping,omitempty"`
 	Relist       map[string]*RelistResult       `json:"relist,omitempty"` // server -> its forced relist at the large size
 	Importer     *ImporterResult                `json:"importer,omitempty"`
+	MemberScale  []*MemberScaleResult           `json:"member_scale,omitempty"`
 	GoBench      GoBench                        `json:"go_bench"`
 	Targets      []Target                       `json:"targets"`
 	Notes        []string                       `json:"notes"`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,6 +75,12 @@ var namespaces = []string{"chaos-a", "chaos-b"}
 
 const servicesPerNamespace = 5
 
+// chaosClusterSetCIDR is the clusterset CIDR of CHAOS_VIP_MODE=clusterset-cidr:
+// within the production Corefile's 10.250.0.0/16 (its reverse zone),
+// outside every member's Service range and the workload's endpoints, and
+// small enough that released addresses are given again within a run.
+var chaosClusterSetCIDR = netip.MustParsePrefix("10.250.0.0/24")
+
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -107,11 +114,23 @@ func TestChaos(t *testing.T) {
 		}
 		duration = d
 	}
+	var cidr netip.Prefix
+	switch mode := os.Getenv("CHAOS_VIP_MODE"); mode {
+	case "", "derived-service":
+	case "clusterset-cidr":
+		cidr = chaosClusterSetCIDR
+	default:
+		t.Fatalf("CHAOS_VIP_MODE=%q: derived-service or clusterset-cidr", mode)
+	}
 	replay := fmt.Sprintf("CHAOS_SEED=%d CHAOS_MEMBERS=%d CHAOS_DURATION=%s make chaos", seed, n, duration)
+	if cidr.IsValid() {
+		replay = "CHAOS_VIP_MODE=clusterset-cidr " + replay
+	}
 	t.Logf("chaos: seed %d, %d members, %s of faults (replay: %s)", seed, n, duration, replay)
 
 	w := newWorld(t, seed, n)
 	w.replay = replay
+	w.clusterSetCIDR = cidr
 	if dir := os.Getenv("CHAOS_LOG_DIR"); dir != "" {
 		w.logDir = filepath.Join(dir, strconv.FormatUint(seed, 10))
 		if err := os.MkdirAll(w.logDir, 0o755); err != nil {
@@ -160,12 +179,15 @@ func TestChaos(t *testing.T) {
 
 // world is the system under test and what the test knows of it.
 type world struct {
-	t       *testing.T
-	seed    uint64
-	replay  string
-	began   time.Time
-	members []*cluster.Cluster
-	proxies []*netcut.Proxy
+	t      *testing.T
+	seed   uint64
+	replay string
+	// clusterSetCIDR: where VIPs come from under
+	// --vip-mode=clusterset-cidr (invalid: --vip-mode=derived-service).
+	clusterSetCIDR netip.Prefix
+	began          time.Time
+	members        []*cluster.Cluster
+	proxies        []*netcut.Proxy
 	// kubeconfig reaches the members through the proxies (the
 	// importers'); direct does not (CoreDNS's, the Lease's, the test's).
 	kubeconfig, direct string
@@ -467,13 +489,16 @@ func (w *world) startReplica(i int) {
 		logPath = filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", name, len(w.importers)))
 		w.mu.Unlock()
 	}
-	p := procs.StartLogged(w.t, name, logPath, w.importerBin,
-		"--kubeconfig", w.kubeconfig, "--contexts", w.contexts(), "--metrics-addr", addr,
+	args := []string{"--kubeconfig", w.kubeconfig, "--contexts", w.contexts(), "--metrics-addr", addr,
 		"--endpoint-grace-period", grace.String(), "--health-probe-interval", probeInterval.String(),
 		"--connect-timeout", "5s", "--max-disruption", maxDisruption.String(),
 		"--leader-elect", "--leader-elect-kubeconfig", w.direct, "--leader-elect-context", w.members[0].Name,
 		"--leader-elect-namespace", "kube-system", "--leader-elect-name", "mcs-importer-chaos",
-		"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s")
+		"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s"}
+	if w.clusterSetCIDR.IsValid() {
+		args = append(args, "--vip-mode", "clusterset-cidr", "--clusterset-cidr", w.clusterSetCIDR.String(), "--clusterset-ip-default")
+	}
+	p := procs.StartLogged(w.t, name, logPath, w.importerBin, args...)
 	w.mu.Lock()
 	w.replicas[i] = &replica{p: p, addr: addr}
 	w.importers = append(w.importers, p)
@@ -1859,6 +1884,16 @@ func (w *world) sample(id string) (string, bool) {
 	return keys[w.dnsDraws.intn(len(keys))], true
 }
 
+// isVIP reports whether address a is a VIP: in the members' Service
+// range, or the clusterset CIDR, where no endpoint is.
+func (w *world) isVIP(a string) bool {
+	if strings.HasPrefix(a, "10.96.") {
+		return true
+	}
+	ip, err := netip.ParseAddr(a)
+	return err == nil && w.clusterSetCIDR.IsValid() && w.clusterSetCIDR.Contains(ip)
+}
+
 // checkAnswer checks the addresses got of an answer (rcode) to qname, a
 // name of k, from member i's CoreDNS.
 func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, rcode int, got []string, reask func() ([]string, error)) {
@@ -1900,7 +1935,7 @@ func (w *world) checkAnswer(ctx context.Context, i int, hk, k, qname string, rco
 	}
 	var unlisted []string
 	for _, a := range got {
-		if strings.HasPrefix(a, "10.96.") {
+		if w.isVIP(a) {
 			continue // a VIP: checked against the import above
 		}
 		// A member the importer cannot use (unreachable, partly
@@ -2109,7 +2144,7 @@ func (w *world) awaitModel(bound time.Duration) (bool, []string) {
 		}
 		if complete {
 			w.check("model")
-			if last = diff(v.members); len(last) == 0 {
+			if last = diff(v.members, w.clusterSetCIDR); len(last) == 0 {
 				return true, nil
 			}
 		}

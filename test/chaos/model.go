@@ -11,6 +11,7 @@
 package chaos
 
 import (
+	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -171,7 +172,12 @@ func have(m *member, key string) (want, bool) {
 // that the address is allocated there and kube-proxy routes it), with
 // the import's session affinity (kube-proxy reads it from that Service);
 // a Headless import names none.
-func vipProblem(m *member, key string) string {
+//
+// With a clusterset CIDR (--vip-mode=clusterset-cidr and
+// --clusterset-ip-default), a ClusterSetIP import names one address of
+// the CIDR instead, and no derived Service; that every member names the
+// same one, and no two imports one address, is clusterVIPProblems'.
+func vipProblem(m *member, key string, cidr netip.Prefix) string {
 	si := m.imports[key]
 	if si.Spec.Type == mcsv1beta1.Headless {
 		if len(si.Spec.IPs) > 0 {
@@ -181,6 +187,18 @@ func vipProblem(m *member, key string) string {
 	}
 	if len(si.Spec.IPs) == 0 {
 		return "ClusterSetIP import names no address"
+	}
+	if cidr.IsValid() {
+		a, err := netip.ParseAddr(si.Spec.IPs[0])
+		if len(si.Spec.IPs) != 1 || err != nil || !cidr.Contains(a) {
+			return "import names " + join(si.Spec.IPs) + ", not one address of the clusterset CIDR " + cidr.String()
+		}
+		for _, s := range m.services {
+			if s.Namespace == si.Namespace && s.Labels[mcsapi.LabelDerivedFor] == si.Name {
+				return "derived Service " + s.Name + " exists for an import with a clusterset VIP"
+			}
+		}
+		return ""
 	}
 	for _, s := range m.services {
 		if s.Namespace != si.Namespace || s.Labels[mcsapi.LabelAppManagedBy] != mcsapi.ManagedByImporter || s.Labels[mcsapi.LabelDerivedFor] != si.Name {
@@ -218,8 +236,40 @@ func affinityString(a corev1.ServiceAffinity, cfg *corev1.SessionAffinityConfig)
 	return "ClientIP/" + strconv.Itoa(int(timeout))
 }
 
-// diff lists how the members differ from the model ("" entries none).
-func diff(ms []*member) []string {
+// clusterVIPProblems: with a clusterset CIDR, every member's import of a
+// ClusterSetIP key names the same address, and no two keys one address.
+func clusterVIPProblems(ms []*member) []string {
+	var out []string
+	byKey := map[string]string{}  // key -> its address, as the first member names it
+	byAddr := map[string]string{} // address -> the key naming it
+	for _, m := range ms {
+		keys := make([]string, 0, len(m.imports))
+		for k := range m.imports {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			si := m.imports[k]
+			if si.Spec.Type != mcsv1beta1.ClusterSetIP || len(si.Spec.IPs) == 0 {
+				continue
+			}
+			ip := si.Spec.IPs[0]
+			if was, ok := byKey[k]; ok && was != ip {
+				out = append(out, m.id+": "+k+" names "+ip+", another member's import "+was)
+			}
+			byKey[k] = ip
+			if other, ok := byAddr[ip]; ok && other != k {
+				out = append(out, m.id+": "+k+" and "+other+" both name "+ip)
+			}
+			byAddr[ip] = k
+		}
+	}
+	return out
+}
+
+// diff lists how the members differ from the model ("" entries none);
+// cidr is the clusterset CIDR VIPs come from (invalid: derived Services).
+func diff(ms []*member, cidr netip.Prefix) []string {
 	exp := expected(ms)
 	var out []string
 	for _, m := range ms {
@@ -239,7 +289,7 @@ func diff(ms []*member) []string {
 			case h.affinity != w.affinity:
 				out = append(out, m.id+": "+k+" session affinity "+h.affinity+", the oldest export says "+w.affinity)
 			default:
-				if p := vipProblem(m, k); p != "" {
+				if p := vipProblem(m, k, cidr); p != "" {
 					out = append(out, m.id+": "+k+" "+p)
 				}
 			}
@@ -249,6 +299,9 @@ func diff(ms []*member) []string {
 				out = append(out, m.id+": import "+k+" exported nowhere")
 			}
 		}
+	}
+	if cidr.IsValid() {
+		out = append(out, clusterVIPProblems(ms)...)
 	}
 	sort.Strings(out)
 	return out
