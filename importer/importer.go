@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,8 @@ type Options struct {
 	ExportConditionsIn []string
 	// MetricsAddr serves /healthz, /readyz and /metrics ("" = off).
 	MetricsAddr string
+	// Profiling also serves Go's /debug/pprof/ on MetricsAddr.
+	Profiling bool
 	// EndpointGracePeriod is how long an unreachable member's last known
 	// endpoints stay served.
 	EndpointGracePeriod time.Duration
@@ -214,6 +217,7 @@ Flags (one or two leading dashes):
 	fs.Var(listFlag{&o.ImportInto}, "import-into", "comma-separated `contexts` to write ServiceImports and EndpointSlices into (default: every member); e.g. one importer per cluster, each reading all members")
 	fs.Var(listFlag{&o.ExportConditionsIn}, "export-conditions-in", "comma-separated `contexts` whose ServiceExports this importer writes conditions on (default: the --import-into contexts, or every member); set it when some members run no importer of their own")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "`address` serving /healthz, /readyz and Prometheus /metrics (empty: off)")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "also serve Go's /debug/pprof/ profiles on --metrics-addr (off by default: anyone who reaches the address may profile the process)")
 	fs.DurationVar(&o.EndpointGracePeriod, "endpoint-grace-period", o.EndpointGracePeriod, "how long the last known endpoints of a member that cannot be used (unreachable, credentials or RBAC refused, CRDs gone) stay served before they are withdrawn; also how long after start-up what may have come from a member not reached yet is left untouched")
 	fs.DurationVar(&o.Resync, "resync", o.Resync, "period of full resyncs, which compare desired with actual state and write only differences (0: none)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "number of reconcile workers")
@@ -466,7 +470,7 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		addr = ln.Addr().String()
-		srv := &http.Server{Handler: healthMux(reg, &working, set), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: healthMux(reg, &working, set, o.Profiling), ReadHeaderTimeout: 10 * time.Second}
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -605,8 +609,15 @@ func readiness(working *atomic.Bool, set *members.Set) (bool, string) {
 	return true, "ok\n" + b.String()
 }
 
-func healthMux(reg *prometheus.Registry, working *atomic.Bool, set *members.Set) *http.ServeMux {
+func healthMux(reg *prometheus.Registry, working *atomic.Bool, set *members.Set, profiling bool) *http.ServeMux {
 	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

@@ -250,6 +250,9 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	}
 	argv := []string{b.Importer, "--kubeconfig", kc, "--contexts", strings.Join(names, ","),
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--endpointslice-managers", scaleSourceManager}
+	if b.Opt.Profile {
+		argv = append(argv, "--profiling")
+	}
 	argv = append(argv, strings.Fields(b.Opt.ImporterArgs)...)
 	start := time.Now()
 	imp, err := children.Start("mcs-importer", filepath.Join(b.Out, "logs", fmt.Sprintf("mcs-importer.scale%d.log", m)), argv...)
@@ -258,6 +261,27 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	}
 	defer children.Stop(imp)
 	pid := imp.Cmd.Process.Pid
+	pprofURL := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", metricsPort)
+	profPath := func(what string) string {
+		return filepath.Join(b.Out, "profiles", fmt.Sprintf("importer-scale%d-%s.pprof", m, what))
+	}
+	var profiles sync.WaitGroup
+	defer profiles.Wait()
+	if b.Opt.Profile {
+		// The first 20 s of the cold start (the importer needs a moment to
+		// serve it).
+		profiles.Go(func() {
+			for range 50 {
+				if err := fetch(ctx, pprofURL+"profile?seconds=20", profPath("cold-cpu")); err == nil {
+					b.addProfile(fmt.Sprintf("importer@%d members", m), profPath("cold-cpu"))
+					return
+				}
+				if waitCtx(ctx, 100*time.Millisecond) != nil {
+					return
+				}
+			}
+		})
+	}
 	complete := func() bool {
 		for _, w := range watches {
 			if w.imports.Load() != int64(r.Imports) || w.withVIP.Load() != int64(r.Imports-m*scaleHeadless) ||
@@ -338,7 +362,16 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	}
 	c0, _ := procCPUSeconds(pid)
 	t1 := time.Now()
-	if err := waitCtx(ctx, b.Opt.MemberIdle); err != nil {
+	if b.Opt.Profile {
+		secs := max(1, int(b.Opt.MemberIdle.Seconds()))
+		if err := fetch(ctx, fmt.Sprintf("%sprofile?seconds=%d", pprofURL, secs), profPath("idle-cpu")); err == nil {
+			b.addProfile(fmt.Sprintf("importer@%d members", m), profPath("idle-cpu"))
+		}
+		if err := fetch(ctx, pprofURL+"heap", profPath("heap")); err == nil {
+			b.addProfile(fmt.Sprintf("importer@%d members", m), profPath("heap"))
+		}
+	}
+	if err := waitCtx(ctx, time.Until(t1.Add(b.Opt.MemberIdle))); err != nil {
 		return err
 	}
 	c1, _ := procCPUSeconds(pid)
@@ -360,6 +393,13 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 		logf("member scale %d floor: %v", m, err)
 	}
 	return nil
+}
+
+// addProfile records a profile file under name.
+func (b *Bench) addProfile(name, path string) {
+	b.profilesMu.Lock()
+	defer b.profilesMu.Unlock()
+	b.Results.Profiles[name] = append(b.Results.Profiles[name], path)
 }
 
 func createNS(ctx context.Context, l *Loader, ns string) error {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcs-dns/mcs-dns/test/procs"
@@ -75,6 +76,8 @@ type Bench struct {
 	Results    *Results
 	// goodKinds: per server, the kinds it answered right at steady state.
 	goodKinds map[string]map[Kind]bool
+	// profilesMu guards Results.Profiles where goroutines add to it.
+	profilesMu sync.Mutex
 }
 
 // StartServer starts server id with a fresh Corefile on free ports.

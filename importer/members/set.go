@@ -2,6 +2,7 @@ package members
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -488,6 +489,22 @@ func (s *Set) rebuild() {
 	s.hold.Store(&h)
 }
 
+// slowProbeThreshold is how many probes in a row an Up member must fail
+// by timing out (no answer within ProbeTimeout, or the API server saying
+// it is too busy) before it is Unreachable. An API server that refuses
+// connections, rejects the credentials or no longer serves the CRDs is
+// Unreachable at the first probe; one that is only slow stays Up, so that
+// an overloaded member does not flap between Up and Unreachable (each
+// flap stops its writes, and its return reconciles every key again).
+const slowProbeThreshold = 3
+
+// timedOut reports whether a probe failed because the member did not
+// answer in time or said it was too busy, as opposed to refusing.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)
+}
+
 // versionCheckProbes: the served versions are read again every this many
 // probes of an Up member (30 s at the default 5 s probe interval).
 const versionCheckProbes = 6
@@ -500,8 +517,9 @@ func (s *Set) watch(ctx context.Context, sl *slot, m *Member) bool {
 	t := time.NewTicker(s.o.ProbeInterval)
 	defer t.Stop()
 	// upProbes counts the probes since the member was last seen Up;
-	// seen is the change the last version check found ("" none).
-	upProbes, seen := 0, ""
+	// seen is the change the last version check found ("" none); slow
+	// counts the probes of an Up member in a row that timed out.
+	upProbes, seen, slow := 0, "", 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -513,6 +531,16 @@ func (s *Set) watch(ctx context.Context, sl *slot, m *Member) bool {
 			return false
 		}
 		state := m.State()
+		if err != nil && state == Up && timedOut(err) {
+			// Slow, not gone: an overloaded API server stays Up (its
+			// writes only take longer) unless it keeps not answering.
+			if slow++; slow < slowProbeThreshold {
+				log.Debug("probe timed out; member stays up", "timeouts", slow, "err", err)
+				continue
+			}
+		} else {
+			slow = 0
+		}
 		if err != nil || state != Up {
 			upProbes, seen = 0, ""
 		}

@@ -175,3 +175,18 @@ func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
 	}
 	return rev, nil
 }
+
+// FreezeAPIServer stops the cluster's kube-apiserver process (SIGSTOP)
+// without ending it: connections stay open and requests get no answer,
+// as from an API server too busy to answer. The returned function resumes
+// it (SIGCONT); call it before the test ends.
+func (c *Cluster) FreezeAPIServer() (resume func() error, err error) {
+	pid, _, err := c.findAPIServer()
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return nil, err
+	}
+	return func() error { return syscall.Kill(pid, syscall.SIGCONT) }, nil
+}
