@@ -323,6 +323,14 @@ func (c *Controller) hasExport(ns, name string) bool {
 
 // Notify turns an informer event into work.
 func (c *Controller) Notify(ev members.Event) {
+	if ev.Echo {
+		// Our own write coming back: no reconcile (at 20 members, one
+		// endpoint change is 20 mirrored-slice writes, each of which would
+		// otherwise queue the key again), but the clusterset-wide VIPs
+		// still follow every import.
+		c.importChanged(ev)
+		return
+	}
 	switch ev.Kind {
 	case members.KindNamespace:
 		// The import appears when the namespace does.
@@ -342,13 +350,18 @@ func (c *Controller) Notify(ev members.Event) {
 	default:
 		c.addServe(key(ev.Namespace, ev.Name))
 	}
-	if ev.Kind == members.KindImport {
-		// The clusterset-wide VIPs follow the imports; imports the pool
-		// had no address for try again when one may have been freed.
-		if w, ok := c.vip.(vip.ClusterSetIPs); ok {
-			for _, k := range w.ImportChanged(ev) {
-				c.addServe(k)
-			}
+	c.importChanged(ev)
+}
+
+// importChanged: the clusterset-wide VIPs follow the imports; imports the
+// pool had no address for try again when one may have been freed.
+func (c *Controller) importChanged(ev members.Event) {
+	if ev.Kind != members.KindImport {
+		return
+	}
+	if w, ok := c.vip.(vip.ClusterSetIPs); ok {
+		for _, k := range w.ImportChanged(ev) {
+			c.addServe(k)
 		}
 	}
 }

@@ -46,6 +46,10 @@ type Event struct {
 	// after the change (Before nil when it was added, After nil when it
 	// was deleted): the VIP provider reads what it recorded.
 	Before, After *mcsv1beta1.ServiceImport
+	// Echo: the change is exactly this importer's own last write of the
+	// object (or its deletion), which the reconcile that made it has
+	// accounted for already: there is nothing new to reconcile.
+	Echo bool
 }
 
 // indexService indexes slices by "<namespace>/<service>".
@@ -209,11 +213,12 @@ func handler(m *Member, kind Kind, own *ownWrites, notify func(Event)) cache.Res
 		if err != nil {
 			return
 		}
+		echo := false
 		if own != nil && (after != nil || before != nil) {
 			// Before notify: the reconcile it queues reads through own.
-			own.seen(kind, a, after == nil)
+			echo = own.seen(kind, a, after == nil)
 		}
-		ev := Event{Member: m, Kind: kind, Namespace: a.GetNamespace(), Name: a.GetName(), Before: serviceImport(before), After: serviceImport(after)}
+		ev := Event{Member: m, Kind: kind, Namespace: a.GetNamespace(), Name: a.GetName(), Before: serviceImport(before), After: serviceImport(after), Echo: echo}
 		switch kind {
 		case KindNamespace:
 			ev.Namespace, ev.Name = a.GetName(), ""

@@ -106,20 +106,24 @@ func newer(a, b string) bool {
 }
 
 // seen is called with every object the cache of that kind receives (nil
-// obj with a deletion): an entry the cache has caught up with goes.
-func (w *ownWrites) seen(kind Kind, a metav1.Object, deleted bool) {
+// obj with a deletion): an entry the cache has caught up with goes. It
+// reports whether the object is exactly our last write (that version, or
+// our deletion of that UID): the echo of a write whose reconcile has
+// accounted for it already.
+func (w *ownWrites) seen(kind Kind, a metav1.Object, deleted bool) (echo bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := ownKey{kind, a.GetNamespace(), a.GetName()}
 	e, ok := w.entries[k]
 	if !ok {
-		return
+		return false
 	}
 	switch {
 	case e.obj == nil:
 		// Our deletion: done once the cache loses that object.
 		if deleted && a.GetUID() == e.uid {
 			delete(w.entries, k)
+			return true
 		}
 	case deleted:
 		// Someone deleted it after our write (the cache had it).
@@ -128,7 +132,9 @@ func (w *ownWrites) seen(kind Kind, a metav1.Object, deleted bool) {
 		}
 	case !newer(e.rv, a.GetResourceVersion()):
 		delete(w.entries, k) // the cache shows our write, or later
+		return e.rv == a.GetResourceVersion()
 	}
+	return false
 }
 
 // resolve returns what a read of cached (nil: absent from the cache)
