@@ -325,6 +325,14 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	// acknowledgement to the last member's mirrored slice showing it.
 	cpu0, _ := procCPUSeconds(pid)
 	w0, _, _ := importerCounters(ctx, metricsURL)
+	if b.Opt.Profile {
+		secs := max(1, int(b.Opt.MemberChurn.Seconds()))
+		profiles.Go(func() {
+			if err := fetch(ctx, fmt.Sprintf("%sprofile?seconds=%d", pprofURL, secs), profPath("churn-cpu")); err == nil {
+				b.addProfile(fmt.Sprintf("importer@%d members", m), profPath("churn-cpu"))
+			}
+		})
+	}
 	rng := rand.New(rand.NewPCG(uint64(m), 20261206))
 	n := int(b.Opt.MemberChurnRate * b.Opt.MemberChurn.Seconds())
 	tick := time.Duration(float64(time.Second) / b.Opt.MemberChurnRate)
