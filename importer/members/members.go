@@ -10,13 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -236,20 +234,11 @@ func unstructuredString(obj map[string]any, path ...string) (string, bool, error
 	return s, ok, nil
 }
 
-// ValidateID checks that a cluster ID can appear in DNS names and in the
-// source-cluster label of the EndpointSlices mirrored from the cluster: a
-// DNS-1123 subdomain (lower-case alphanumeric and '-' labels) of at most
-// 63 characters, a label value's limit (a longer ID would make every
-// mirrored slice, and so every import the cluster contributes to, fail to
-// write).
+// ValidateID checks a member's cluster ID with the rule the plugin applies
+// too (mcsapi.ValidateClusterID); an ID that breaks it keeps the member out.
 func ValidateID(id string) error {
-	errs := validation.IsDNS1123Subdomain(id)
-	if len(id) > validation.LabelValueMaxLength {
-		errs = append(errs, fmt.Sprintf("longer than %d characters", validation.LabelValueMaxLength))
-	}
-	if len(errs) > 0 {
-		return &IDError{msg: fmt.Sprintf("cluster ID %q is not valid (it appears in DNS names and in the %s label, so it must be a DNS-1123 subdomain of at most %d characters): %s",
-			id, mcsapi.LabelSourceCluster, validation.LabelValueMaxLength, strings.Join(errs, "; "))}
+	if err := mcsapi.ValidateClusterID(id); err != nil {
+		return &IDError{msg: err.Error()}
 	}
 	return nil
 }

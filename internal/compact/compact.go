@@ -365,19 +365,9 @@ endpoints:
 // isReady reads the ready condition as Kubernetes does: nil is ready.
 func isReady(ep discoveryv1.Endpoint) bool { return ep.Conditions.Ready == nil || *ep.Conditions.Ready }
 
-// ValidClusterID checks that a cluster ID can be part of DNS names: a
-// lower-case RFC 1123 subdomain (one or more labels of at most 63 octets).
-func ValidClusterID(id string) error {
-	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
-		return fmt.Errorf("cluster ID %q is not a DNS subdomain: %s", id, strings.Join(errs, "; "))
-	}
-	for _, l := range strings.Split(id, ".") {
-		if len(l) > 63 {
-			return fmt.Errorf("cluster ID %q has a label longer than 63 octets", id)
-		}
-	}
-	return nil
-}
+// ValidClusterID checks a cluster ID with the rule the importer applies
+// too (mcsapi.ValidateClusterID).
+func ValidClusterID(id string) error { return mcsapi.ValidateClusterID(id) }
 
 // ImportFromJSON reads a ServiceImport decoded by listwatchjson as ImportFromUnstructured reads the
 // same object decoded into Unstructured. It never fails: a malformed

@@ -192,6 +192,9 @@ func TestValidClusterID(t *testing.T) {
 	assert.Error(t, ValidClusterID("-east"))
 	assert.Error(t, ValidClusterID("East"))
 	assert.Error(t, ValidClusterID(""))
+	// The importer's rule: at most 63 characters in all (a label value).
+	assert.NoError(t, ValidClusterID(strings.Repeat("a", 63)))
+	assert.Error(t, ValidClusterID(strings.Repeat("a", 62)+".b"))
 }
 
 // TestDeepCopyEqual: copies are DeepEqual to the original, rejected slices

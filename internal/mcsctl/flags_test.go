@@ -36,7 +36,7 @@ contexts: [{name: east, context: {cluster: a, user: a}}, {name: west, context: {
 		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "north"}, 1, `no context "north"`},
 		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--locality", "near"}, 1, `--locality: locality "near" is neither local-first nor none (or default)`},
 		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--max-answers", "5000"}, 1, `--max-answers: max_answers "5000" is not a number in 1..4096`},
-		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--cluster-id", "Not_One"}, 1, `--cluster-id: cluster ID "Not_One" is not a DNS subdomain`},
+		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--cluster-id", "Not_One"}, 1, `--cluster-id: cluster ID "Not_One" is not valid (a DNS-1123 subdomain`},
 		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--corefile", "/nonexistent/Corefile"}, 1, `--corefile: open /nonexistent/Corefile: no such file or directory`},
 		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--corefile", corefile}, 1, `--corefile: ` + corefile + `:3 - Error during parsing: max_answers "0" is not a number in 1..4096`},
 	} {

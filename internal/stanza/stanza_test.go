@@ -66,7 +66,7 @@ func TestReadExamplesAndErrors(t *testing.T) {
 	for in, want := range map[string]string{
 		"a {\n mcs {\n  max_answers 0\n }\n}":                `Corefile:3 - Error during parsing: max_answers "0" is not a number in 1..4096`,
 		"a {\n mcs {\n  locality near\n }\n}":                `locality "near" is neither local-first nor none`,
-		"a {\n mcs {\n  cluster_id Not_An_ID\n }\n}":         `cluster_id: cluster ID "Not_An_ID" is not a DNS subdomain`,
+		"a {\n mcs {\n  cluster_id Not_An_ID\n }\n}":         `cluster_id: cluster ID "Not_An_ID" is not valid (a DNS-1123 subdomain`,
 		"a {\n mcs {\n  rotate always\n }\n}":                "Wrong argument count",
 		"a {\n mcs in-addr.arpa\n}":                          "at least one zone must be a forward (non-reverse) zone",
 		"a {\n mcs\n mcs\n}":                                 "server block a has more than one mcs stanza",
