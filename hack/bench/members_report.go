@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+)
+
+// memberScaleTargets adds the member-scale targets: at 20 members or
+// more, cold convergence within 1.2x the floor, a change at the farthest
+// member within 150 ms at p99, peak RSS and CPU to converge at most half
+// of the importer's before the scale work (178 MB, 16.2 s at 20 members);
+// at the largest size of 40 or more, CPU per write no higher than at 10
+// members, and idle CPU under 1% of a core.
+func (r *Results) memberScaleTargets(add func(what, target, measured string, ok *bool)) {
+	b := func(v bool) *bool { return &v }
+	var at10, largest *MemberScaleResult
+	for _, s := range r.MemberScale {
+		if s.NotDone != "" {
+			continue
+		}
+		if s.Members == 10 {
+			at10 = s
+		}
+		if largest == nil || s.Members > largest.Members {
+			largest = s
+		}
+	}
+	for _, s := range r.MemberScale {
+		if s.Members < 20 || s.NotDone != "" {
+			continue
+		}
+		what := func(w string) string { return fmt.Sprintf("%s at %d members", w, s.Members) }
+		if s.FloorNotDone == "" && s.FloorSeconds > 0 {
+			x := s.ColdSeconds / s.FloorSeconds
+			add(what("cold convergence / floor"), "<= 1.2", fmt.Sprintf("%.2f (%.1f s / %.1f s)", x, s.ColdSeconds, s.FloorSeconds), b(x <= 1.2))
+		}
+		add(what("change to the farthest member p99"), "<= 150 ms", fmt.Sprintf("%.0f ms (%d changes, %d unseen)", s.ChurnP99Ms, s.ChurnChanges, s.ChurnUnseen), b(s.ChurnP99Ms <= 150 && s.ChurnUnseen == 0))
+		if s.Members == 20 {
+			add(what("importer peak RSS"), fmt.Sprintf("<= %.0f MB", baseline20RSSMB/2), fmt.Sprintf("%.0f MB", float64(s.PeakRSS)/1e6), b(float64(s.PeakRSS)/1e6 <= baseline20RSSMB/2))
+			add(what("importer CPU to converge"), fmt.Sprintf("<= %.1f s", baseline20CPU/2), fmt.Sprintf("%.1f s", s.CPUSeconds), b(s.CPUSeconds <= baseline20CPU/2))
+		}
+	}
+	if largest != nil && largest.Members >= 40 {
+		idle := largest.IdleCPUSeconds / largest.IdleSeconds
+		add(fmt.Sprintf("importer idle CPU at %d members", largest.Members), "< 1% of a core", fmt.Sprintf("%.2f%%", 100*idle), b(idle < 0.01))
+		if at10 != nil && at10.ChurnWrites > 0 && largest.ChurnWrites > 0 {
+			x, y := 1000*largest.ChurnCPUSeconds/float64(largest.ChurnWrites), 1000*at10.ChurnCPUSeconds/float64(at10.ChurnWrites)
+			add(fmt.Sprintf("importer CPU per write during churn, %d vs 10 members", largest.Members), "no higher", fmt.Sprintf("%.2f vs %.2f ms", x, y), b(x <= y*1.1))
+		}
+	}
+}
+
+// memberScaleMarkdown is the member-scale section.
+func (r *Results) memberScaleMarkdown(p func(string, ...any)) {
+	p("\n## Member scale (one mcs-importer, M members)\n\n")
+	if len(r.MemberScale) == 0 {
+		p("Not run.\n")
+		return
+	}
+	p("| members | per member: imports / mirrored slices / derived Services | cold convergence | floor (ratio) | importer writes (per member) | API writes | importer CPU to converge | CPU per write (converge / churn) | peak RSS | watches | idle CPU | change to farthest member p50 / p99 / max |\n")
+	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.MemberScale {
+		if s.NotDone != "" {
+			p("| %d | not done: %s |||||||||||\n", s.Members, s.NotDone)
+			continue
+		}
+		floor := "-"
+		if s.FloorNotDone != "" {
+			floor = "not done: " + s.FloorNotDone
+		} else if s.FloorSeconds > 0 {
+			floor = fmt.Sprintf("%.1f s (%.2fx)", s.FloorSeconds, s.ColdSeconds/s.FloorSeconds)
+		}
+		perWrite := func(cpu float64, w int64) string {
+			if w == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", 1000*cpu/float64(w))
+		}
+		p("| %d | %d / %d / %d | %.1f s | %s | %d (%.0f) | %d | %.1f s | %s / %s ms | %.0f MB | %d | %.2f%% of a core | %.0f / %.0f / %.0f ms (%d changes, %d unseen) |\n",
+			s.Members, s.Imports, s.Slices, s.Derived, s.ColdSeconds, floor, s.ImporterWrites, float64(s.ImporterWrites)/float64(s.Members), s.APIWrites,
+			s.CPUSeconds, perWrite(s.CPUSeconds, s.ImporterWrites), perWrite(s.ChurnCPUSeconds, s.ChurnWrites), float64(s.PeakRSS)/1e6, s.Watches,
+			100*s.IdleCPUSeconds/max(s.IdleSeconds, 1), s.ChurnP50Ms, s.ChurnP99Ms, s.ChurnMaxMs, s.ChurnChanges, s.ChurnUnseen)
+	}
+	o := r.Options
+	p("\nEach member is its own kube-apiserver and etcd, all on this machine's cores, with the importer and the bench. Each member exports %d ClusterIP Services under names every member shares, %d under its own names and %d headless ones, %d ready endpoints each (one source slice, manager `%s`, which the importer is told to trust); all of it exists before the importer starts. Cold convergence: importer start to every member holding every import (ClusterSetIP ones with their VIP), mirrored slice and derived Service, seen by the bench's watches. Importer writes: `mcs_importer_writes_total` then (refused ones included); API writes: the API servers' `apiserver_request_total` writes to ServiceImports, ServiceExports, EndpointSlices and Services over the same time. Watches: open WATCH requests on all API servers, less the bench's own. Churn: %.0f endpoint-address changes per second for %s, each in a random member's export, timed from the update's acknowledgement to the last member's mirrored slice showing it. Idle: the importer's CPU over %s once its queue is empty and it has not written for 3 s. Floor: with the importer stopped, the same imports, mirrored slices and derived Services created again in another namespace of the same members, in random order, by a writer that reads and decides nothing, with as many creates in flight as the importer may have (16 workers x up to 16 members).\n",
+		scaleShared, scaleOwn, scaleHeadless, scaleEndpoints, scaleSourceManager, o.MemberChurnRate, o.MemberChurn, o.MemberIdle)
+}
