@@ -1,7 +1,3 @@
-// Package mcs is a CoreDNS plugin that answers the Multi-Cluster Services
-// zone (clusterset.local) as the MCS DNS specification (KEP-1645, schema
-// 1.0.0) says, from ServiceImports and EndpointSlices kept in informer
-// caches and turned into precomputed answers on every change.
 package mcs
 
 import (
