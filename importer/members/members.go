@@ -14,7 +14,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -170,7 +169,7 @@ func Reason(err error) string {
 		return "forbidden (the importer's RBAC role or binding is missing): " + err.Error()
 	case apierrors.IsNotFound(err) || errors.Is(err, mcsapi.ErrNotServed):
 		return "MCS API not served (CRDs not installed, deleted, or at another version): " + err.Error()
-	case errors.Is(err, errNoValue):
+	case errors.Is(err, mcsapi.ErrNoClusterIDValue):
 		return "bad ClusterProperty: " + err.Error()
 	}
 	return "unreachable: " + err.Error()
@@ -182,7 +181,7 @@ func Reason(err error) string {
 // counts towards a disruption (see Set).
 func Reached(err error) bool {
 	var idErr *IDError
-	if errors.As(err, &idErr) || errors.Is(err, errNoValue) || errors.Is(err, mcsapi.ErrNotServed) {
+	if errors.As(err, &idErr) || errors.Is(err, mcsapi.ErrNoClusterIDValue) || errors.Is(err, mcsapi.ErrNotServed) {
 		return true
 	}
 	var st apierrors.APIStatus
@@ -193,8 +192,6 @@ func Reached(err error) bool {
 	return false
 }
 
-var errNoValue = errors.New("no spec.value")
-
 // Where a member's cluster ID came from (Member.IDSource).
 const (
 	idFromProperty = "ClusterProperty"
@@ -203,35 +200,17 @@ const (
 )
 
 // ClusterID reads the About API ClusterProperty cluster.clusterset.k8s.io
-// with the dynamic client. When the property (or the About API) is absent
+// (mcsapi.ReadClusterID). When the property (or the About API) is absent
 // the ID is fallback (the context name).
 func ClusterID(ctx context.Context, dyn dynamic.Interface, fallback string) (id, source string, err error) {
-	obj, err := dyn.Resource(mcsapi.ClusterPropertyGVR).Get(ctx, mcsapi.ClusterIDProperty, metav1.GetOptions{})
+	id, err = mcsapi.ReadClusterID(ctx, dyn)
 	switch {
-	case apierrors.IsNotFound(err):
-		// No such property, or no About API at all: both are NotFound.
+	case errors.Is(err, mcsapi.ErrNoClusterProperty):
 		return fallback, idFromContext, nil
 	case err != nil:
-		return "", "", fmt.Errorf("reading ClusterProperty %s: %w", mcsapi.ClusterIDProperty, err)
+		return "", "", err
 	}
-	v, _, _ := unstructuredString(obj.Object, "spec", "value")
-	if v == "" {
-		return "", "", fmt.Errorf("ClusterProperty %s: %w", mcsapi.ClusterIDProperty, errNoValue)
-	}
-	return v, idFromProperty, nil
-}
-
-func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {
-	var cur any = obj
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false, nil
-		}
-		cur = m[p]
-	}
-	s, ok := cur.(string)
-	return s, ok, nil
+	return id, idFromProperty, nil
 }
 
 // ValidateID checks a member's cluster ID with the rule the plugin applies

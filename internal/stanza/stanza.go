@@ -18,9 +18,6 @@ import (
 	"github.com/coredns/caddy/caddyfile"
 	"github.com/coredns/coredns/plugin"
 	"github.com/miekg/dns"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 
@@ -287,14 +284,10 @@ func Read(filename string, r io.Reader) ([]Stanza, error) {
 // its own cluster when no cluster_id is set. Unlike mcs-importer it has
 // no fallback: without the property no endpoint is local.
 func ReadClusterID(ctx context.Context, dc dynamic.Interface) (string, error) {
-	obj, err := dc.Resource(mcsapi.ClusterPropertyGVR).Get(ctx, mcsapi.ClusterIDProperty, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("ClusterProperty %s not found (or %s not served)", mcsapi.ClusterIDProperty, mcsapi.ClusterPropertyGVR.GroupResource())
-	}
+	id, err := mcsapi.ReadClusterID(ctx, dc)
 	if err != nil {
 		return "", err
 	}
-	id, _, _ := unstructured.NestedString(obj.Object, "spec", "value")
 	if err := compact.ValidClusterID(id); err != nil {
 		return "", fmt.Errorf("ClusterProperty %s: %w", mcsapi.ClusterIDProperty, err)
 	}
