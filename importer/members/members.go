@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
+	"github.com/mcs-dns/mcs-dns/internal/kubeconfig"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/internal/tokenfile"
 )
@@ -67,14 +67,9 @@ type Member struct {
 // LoadConfig reads one context of a kubeconfig file (the default loading
 // rules when path is empty).
 func LoadConfig(path, contextName string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: contextName}).ClientConfig()
+	cfg, err := kubeconfig.Load(path, contextName)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig context %q: %w", contextName, err)
+		return nil, err
 	}
 	// A token replaced and the old one revoked must not keep a member
 	// away for a minute (longer than a short grace period).

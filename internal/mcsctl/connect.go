@@ -14,10 +14,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/internal/kubeconfig"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -122,8 +121,8 @@ func short(err error) string {
 
 // contexts returns the member contexts: want, checked against the
 // kubeconfig, or all of its contexts (sorted) when want is empty.
-func contexts(kubeconfig string, want []string) ([]string, error) {
-	raw, err := rawConfig(kubeconfig)
+func contexts(path string, want []string) ([]string, error) {
+	raw, err := kubeconfig.Raw(path)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +132,7 @@ func contexts(kubeconfig string, want []string) ([]string, error) {
 	}
 	slices.Sort(all)
 	if len(all) == 0 {
-		return nil, fmt.Errorf("kubeconfig %s has no contexts", kubeconfigName(kubeconfig))
+		return nil, fmt.Errorf("kubeconfig %s has no contexts", kubeconfig.Name(path))
 	}
 	if len(want) == 0 {
 		return all, nil
@@ -146,28 +145,9 @@ func contexts(kubeconfig string, want []string) ([]string, error) {
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("no context %s in kubeconfig %s; available contexts: %s",
-			strings.Join(missing, ", "), kubeconfigName(kubeconfig), strings.Join(all, ", "))
+			strings.Join(missing, ", "), kubeconfig.Name(path), strings.Join(all, ", "))
 	}
 	return want, nil
-}
-
-func rawConfig(kubeconfig string) (*clientcmdapi.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
-	}
-	raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig()
-	if err != nil {
-		return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfigName(kubeconfig), err)
-	}
-	return &raw, nil
-}
-
-func kubeconfigName(path string) string {
-	if path == "" {
-		return "($KUBECONFIG or ~/.kube/config)"
-	}
-	return path
 }
 
 // connect reaches every context in parallel; a member that cannot be

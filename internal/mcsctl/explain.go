@@ -19,6 +19,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/internal/answers"
 	"github.com/mcs-dns/mcs-dns/internal/compact"
 	"github.com/mcs-dns/mcs-dns/internal/dnsname"
+	"github.com/mcs-dns/mcs-dns/internal/kubeconfig"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -166,7 +167,7 @@ func runExplain(ctx context.Context, o *Options, args []string, stdout, stderr i
 	}
 	in := o.In
 	if in == "" {
-		raw, err := rawConfig(o.Kubeconfig)
+		raw, err := kubeconfig.Raw(o.Kubeconfig)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package mcs
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -16,9 +17,9 @@ import (
 	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
+	"github.com/mcs-dns/mcs-dns/internal/kubeconfig"
 	"github.com/mcs-dns/mcs-dns/internal/stanza"
 )
 
@@ -187,20 +188,15 @@ func parse(c *caddy.Controller) (*config, error) {
 					return nil, c.ArgErr()
 				}
 				cfg.kubeconfig = args[0]
-				overrides := &clientcmd.ConfigOverrides{}
 				if len(args) == 2 {
 					cfg.context = args[1]
-					overrides.CurrentContext = args[1]
 				}
-				loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-					&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.kubeconfig}, overrides)
-				if raw, err := loader.RawConfig(); err == nil && cfg.context == "" && raw.CurrentContext == "" {
-					// client-go would say "no configuration has been provided".
+				rc, err := kubeconfig.Load(cfg.kubeconfig, cfg.context)
+				if errors.Is(err, kubeconfig.ErrNoContext) {
 					return nil, c.Errf("kubeconfig %s has no current-context: name the context (kubeconfig %s CONTEXT)", cfg.kubeconfig, cfg.kubeconfig)
 				}
-				rc, err := loader.ClientConfig()
 				if err != nil {
-					return nil, c.Errf("kubeconfig %s: %v", cfg.kubeconfig, err)
+					return nil, c.Errf("%v", err)
 				}
 				cfg.rest = rc
 			case "ttl":
