@@ -9,10 +9,12 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// routeKlog sends client-go's own log lines (reflector errors, watch
+// init sends client-go's own log lines (reflector errors, watch
 // restarts, throttling) through CoreDNS's log with the plugin's prefix,
-// instead of klog's format on stderr. Verbosity stays klog's to decide.
-func routeKlog() {
+// instead of klog's format on stderr; verbosity stays klog's to decide.
+// At init, before any goroutine: klog.SetLogger must not run while
+// informers log (a reload's setup runs while the old instance's do).
+func init() {
 	klog.SetLogger(logr.New(klogSink{p: log}))
 }
 

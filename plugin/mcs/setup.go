@@ -81,7 +81,6 @@ func setup(c *caddy.Controller) error {
 			return plugin.Error(pluginName, fmt.Errorf("no kubeconfig given and no in-cluster configuration: %w", err))
 		}
 	}
-	routeKlog()
 	p := newMCS(cfg, restCfg)
 	p.attach(sourceKey(cfg, restCfg))
 	c.OnStartup(func() error {
