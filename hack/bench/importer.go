@@ -651,37 +651,47 @@ func importerCounters(ctx context.Context, url string) (writes int64, depth floa
 // cluster/resource.
 func writeCounts(ctx context.Context, set *cluster.Set) (map[string]int64, error) {
 	out := map[string]int64{}
+	err := apiMetric(ctx, set, "apiserver_request_total", func(c *cluster.Cluster, labels string, v float64) {
+		switch label(labels, "verb") {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE", "DELETECOLLECTION":
+		default:
+			return
+		}
+		key := c.Name + "/" + label(labels, "resource")
+		if sub := label(labels, "subresource"); sub != "" {
+			key += "/" + sub
+		}
+		out[key] += int64(v)
+	})
+	return out, err
+}
+
+// apiMetric calls f with the labels and value of every sample of metric
+// name that each cluster's API server exports on /metrics.
+func apiMetric(ctx context.Context, set *cluster.Set, name string, f func(c *cluster.Cluster, labels string, v float64)) error {
 	for _, c := range set.Clusters {
 		raw, err := c.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		sc := bufio.NewScanner(bytes.NewReader(raw))
 		sc.Buffer(make([]byte, 1<<16), 1<<22)
 		for sc.Scan() {
 			line := sc.Text()
-			if !strings.HasPrefix(line, "apiserver_request_total{") {
+			if !strings.HasPrefix(line, name+"{") {
 				continue
 			}
-			labels := line[len("apiserver_request_total{"):strings.LastIndexByte(line, '}')]
-			verb, resource, sub := label(labels, "verb"), label(labels, "resource"), label(labels, "subresource")
-			switch verb {
-			case "POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE", "DELETECOLLECTION":
-			default:
-				continue
+			end := strings.LastIndexByte(line, '}')
+			v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+			if err == nil {
+				f(c, line[len(name)+1:end], v)
 			}
-			v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndexByte(line, '}')+1:]), 64)
-			if err != nil {
-				continue
-			}
-			key := c.Name + "/" + resource
-			if sub != "" {
-				key += "/" + sub
-			}
-			out[key] += int64(v)
+		}
+		if err := sc.Err(); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func label(labels, name string) string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -213,25 +212,12 @@ func procCPUSeconds(pid int) (float64, error) {
 // watchCount sums the API servers' open WATCH requests.
 func watchCount(ctx context.Context, set *cluster.Set) (int, error) {
 	total := 0
-	for _, c := range set.Clusters {
-		raw, err := c.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-		if err != nil {
-			return 0, err
+	err := apiMetric(ctx, set, "apiserver_longrunning_requests", func(_ *cluster.Cluster, labels string, v float64) {
+		if label(labels, "verb") == "WATCH" {
+			total += int(v)
 		}
-		sc := bufio.NewScanner(bytes.NewReader(raw))
-		sc.Buffer(make([]byte, 1<<16), 1<<22)
-		for sc.Scan() {
-			line := sc.Text()
-			if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || label(line, "verb") != "WATCH" {
-				continue
-			}
-			v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndexByte(line, '}')+1:]), 64)
-			if err == nil {
-				total += int(v)
-			}
-		}
-	}
-	return total, nil
+	})
+	return total, err
 }
 
 // apiWritesSince sums the writes to the resources the importer writes
