@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
@@ -728,4 +729,37 @@ func TestMirroredAddressesCanonical(t *testing.T) {
 		"IPv4": {{"10.1.2.4"}, {"10.1.2.3"}},
 		"IPv6": {{"fd00::2"}},
 	}, got)
+}
+
+// The importer's caches hold mirrored slices slim (endpoints replaced by
+// their digest); deciding whether one is up to date must not depend on
+// which of the two it holds.
+func TestSliceUpToDateAgainstSlimCopies(t *testing.T) {
+	ready := discoveryv1.EndpointConditions{Ready: ptr.To(true)}
+	src := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "svc-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "svc"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: ready}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](80)}},
+	}
+	desired := MirrorSlice(src, "east", "svc", nil, nil, nil)
+	live := desired.DeepCopy() // as an API server returns it
+	slim := slicedigest.Slim(live)
+	stamped := desired.DeepCopy()
+	slicedigest.Stamp(stamped)
+	for _, d := range []*discoveryv1.EndpointSlice{desired, stamped} {
+		assert.True(t, SliceUpToDate(d, live))
+		assert.True(t, SliceUpToDate(d, slim))
+	}
+
+	changed := src.DeepCopy()
+	changed.Endpoints[0].Conditions.Ready = ptr.To(false)
+	next := MirrorSlice(changed, "east", "svc", nil, nil, nil)
+	slicedigest.Stamp(next)
+	assert.False(t, SliceUpToDate(next, slim))
+	assert.False(t, EndpointsUpToDate(next, slim))
+
+	relabelled := stamped.DeepCopy()
+	relabelled.Labels["extra"] = "x"
+	assert.False(t, SliceUpToDate(relabelled, slim), "labels still count")
 }

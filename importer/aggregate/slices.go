@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	netutils "k8s.io/utils/net"
 	"k8s.io/utils/ptr"
@@ -154,40 +153,4 @@ func mirrorAddress(addr string, t discoveryv1.AddressType) string {
 		return ip.String()
 	}
 	return ""
-}
-
-// SliceUpToDate reports whether actual already carries what desired says:
-// labels (exactly), address type, endpoints and ports.
-func SliceUpToDate(desired, actual *discoveryv1.EndpointSlice) bool {
-	return metaUpToDate(desired.Labels, actual.Labels, ownsSliceLabel) &&
-		desired.AddressType == actual.AddressType &&
-		equality.Semantic.DeepEqual(normEndpoints(desired.Endpoints), normEndpoints(actual.Endpoints)) &&
-		equality.Semantic.DeepEqual(normPorts(desired.Ports), normPorts(actual.Ports))
-}
-
-// EndpointsUpToDate reports whether actual lists desired's endpoints (the
-// rest of the slice aside).
-func EndpointsUpToDate(desired, actual *discoveryv1.EndpointSlice) bool {
-	return equality.Semantic.DeepEqual(normEndpoints(desired.Endpoints), normEndpoints(actual.Endpoints))
-}
-
-func normEndpoints(in []discoveryv1.Endpoint) []discoveryv1.Endpoint {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]discoveryv1.Endpoint, len(in))
-	for i, e := range in {
-		out[i] = *e.DeepCopy()
-		if len(out[i].Addresses) == 0 {
-			out[i].Addresses = nil
-		}
-	}
-	return out
-}
-
-func normPorts(in []discoveryv1.EndpointPort) []discoveryv1.EndpointPort {
-	if len(in) == 0 {
-		return nil
-	}
-	return in
 }

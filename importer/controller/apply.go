@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/importer/write"
 )
@@ -440,13 +441,14 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 				return client.Get(ctx, d.Name, metav1.GetOptions{})
 			},
 			Create: func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
-				s, err := client.Create(ctx, d, metav1.CreateOptions{})
+				s, err := client.Create(ctx, slicedigest.ForWrite(d), metav1.CreateOptions{})
 				return recorded(m, s, err)
 			},
 			Owned:    func(s *discoveryv1.EndpointSlice) bool { return members.Owned(s) },
 			UpToDate: func(s *discoveryv1.EndpointSlice) bool { return upToDate(d, s) },
 			Update: func(ctx context.Context, s *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, error) {
-				upd := s.DeepCopy()
+				// s may be the cache's slim copy: it gets d's endpoints.
+				upd := slicedigest.ForWrite(s).DeepCopy()
 				upd.Endpoints = d.Endpoints
 				if !w.endpointsOnly {
 					upd.Labels, upd.Ports = aggregate.MergeSliceLabels(d, s), d.Ports

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
@@ -151,9 +153,15 @@ func planSlices(desired, actual []*discoveryv1.EndpointSlice, asg vip.Assignment
 	wanted := make(map[string]bool, len(desired))
 	for _, d := range desired {
 		wanted[d.Name] = true
-		d = d.DeepCopy()
-		d.Labels = withLabels(d.Labels, asg.SliceLabels)
-		aggregate.RenamePorts(d, asg.SlicePortNames)
+		if len(asg.SliceLabels) > 0 || len(asg.SlicePortNames) > 0 {
+			// desired is shared by every member: this member's
+			// version is a shallow copy with its own labels and ports.
+			c := *d
+			c.Labels = withLabels(d.Labels, asg.SliceLabels)
+			c.Ports = slices.Clone(d.Ports)
+			aggregate.RenamePorts(&c, asg.SlicePortNames)
+			d = &c
+		}
 		a := byName[d.Name]
 		switch {
 		case a == nil:
@@ -194,9 +202,13 @@ func planSeenEndpoints(h members.Hold, desired, actual []*discoveryv1.EndpointSl
 		case d == nil || d.AddressType != a.AddressType:
 			p.remove = append(p.remove, a)
 		case !aggregate.EndpointsUpToDate(d, a):
-			w := a.DeepCopy()
+			// Labels and ports as they are (a shallow copy of a, which
+			// may be the cache's slim copy), d's endpoints and their
+			// digest.
+			w := *a
 			w.Endpoints = d.Endpoints
-			p.writes = append(p.writes, sliceWrite{want: w, cur: a, endpointsOnly: true})
+			slicedigest.Stamp(&w)
+			p.writes = append(p.writes, sliceWrite{want: &w, cur: a, endpointsOnly: true})
 		}
 	}
 	sortRemovals(p.remove)

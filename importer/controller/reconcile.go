@@ -16,6 +16,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/importer/policy"
+	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 )
 
@@ -72,6 +73,10 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		exportViews = append(exportViews, v)
 	}
 	res := aggregate.Compute(in)
+	for _, s := range res.Slices {
+		// Hashed once here, compared with every member's copy.
+		slicedigest.Stamp(s)
+	}
 	if len(res.Conflicts) > 0 {
 		c.conflicted.Insert(k)
 	} else {

@@ -15,6 +15,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
 
+	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -73,8 +74,8 @@ type Caches struct {
 	own *ownWrites
 }
 
-// stripManagedFields is the informers' transform: managedFields are large
-// and never read. v1alpha1 MCS objects are converted to v1beta1 so the
+// transform is the informers' transform: managedFields are large and
+// never read; mirrored slices are kept slim. v1alpha1 MCS objects are converted to v1beta1 so the
 // caches only ever hold v1beta1.
 func transform(obj any) (any, error) {
 	switch o := obj.(type) {
@@ -85,6 +86,12 @@ func transform(obj any) (any, error) {
 	}
 	if a, err := meta.Accessor(obj); err == nil {
 		a.SetManagedFields(nil)
+	}
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok && Owned(s) {
+		// Our own slices: only what deciding whether they are up to date
+		// needs (see slicedigest.Slim), not every member's copy of every
+		// endpoint.
+		obj = slicedigest.Slim(s)
 	}
 	return obj, nil
 }

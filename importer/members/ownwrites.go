@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -78,6 +79,9 @@ func kindOf(obj runtime.Object) (Kind, bool) {
 // update.
 func (w *ownWrites) wrote(obj runtime.Object) {
 	kind, ok := kindOf(obj)
+	if s, mirrored := obj.(*discoveryv1.EndpointSlice); ok && mirrored {
+		obj = slicedigest.Slim(s) // as the cache keeps it
+	}
 	a, err := meta.Accessor(obj)
 	if !ok || err != nil || a.GetResourceVersion() == "" {
 		return

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -121,6 +122,42 @@ func TestOwnWrites(t *testing.T) {
 		w.wrote(other)
 		w.deleted(KindMirroredSlice, "ns", "deleted", "deleted")
 		got := w.slices("ns", "web", []*discoveryv1.EndpointSlice{kept, updated, deleted})
-		assert.ElementsMatch(t, []*discoveryv1.EndpointSlice{kept, newer, created}, got)
+		nameRV := func(ss []*discoveryv1.EndpointSlice) []string {
+			var out []string
+			for _, s := range ss {
+				out = append(out, s.Name+"@"+s.ResourceVersion)
+			}
+			return out
+		}
+		// Our writes are recorded slim: compared by name and version.
+		assert.ElementsMatch(t, nameRV([]*discoveryv1.EndpointSlice{kept, newer, created}), nameRV(got))
 	})
+}
+
+// Mirrored slices are held slim, by the informers' transform and by the
+// record of our own writes alike: their endpoints give way to a digest;
+// nothing else of the importer's is changed.
+func TestMirroredSlicesHeldSlim(t *testing.T) {
+	full := ownSlice("web-east", "10")
+	full.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}
+	digest := slicedigest.Of(full)
+
+	got, err := transform(full.DeepCopy())
+	assert.NoError(t, err)
+	cached := got.(*discoveryv1.EndpointSlice)
+	assert.Nil(t, cached.Endpoints, "the cache holds no endpoints of ours")
+	assert.Equal(t, digest, slicedigest.Of(cached))
+
+	w := newOwnWrites()
+	w.wrote(full)
+	recorded := lookup(w, KindMirroredSlice, "ns", "web-east", (*discoveryv1.EndpointSlice)(nil))
+	assert.Nil(t, recorded.Endpoints, "nor does the record of our writes")
+	assert.Equal(t, digest, slicedigest.Of(recorded))
+	assert.Len(t, full.Endpoints, 1, "what was written is left alone")
+
+	source := full.DeepCopy()
+	source.Labels[mcsapi.LabelManagedBy] = "endpointslice-controller.k8s.io"
+	got, err = transform(source)
+	assert.NoError(t, err)
+	assert.Len(t, got.(*discoveryv1.EndpointSlice).Endpoints, 1, "source slices are kept whole")
 }
