@@ -1,0 +1,118 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcs-dns/mcs-dns/importer/aggregate"
+	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
+	"github.com/mcs-dns/mcs-dns/importer/write"
+)
+
+// writeSlices writes a slice plan in v's member: replacements, creates
+// and updates, then removals. It returns the wanted slices whose names
+// objects we do not manage hold (left alone, and looked up before the
+// next create, which would fail and count as a write), apart from the
+// errors.
+func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slicePlan) (held []*members.NotOwnedError, _ error) {
+	if p.empty() {
+		return nil, nil
+	}
+	m := v.m
+	client := m.Kube.DiscoveryV1().EndpointSlices(ns)
+	del := func(s *discoveryv1.EndpointSlice) error {
+		err := write.Delete(ctx, func(ctx context.Context, opts metav1.DeleteOptions) error {
+			err := client.Delete(ctx, s.Name, opts)
+			if err == nil || apierrors.IsNotFound(err) {
+				m.RecordDelete(s)
+			}
+			return err
+		}, s.UID, c.recorder(m, kindSlice, ns, s.Name))
+		if err != nil {
+			c.failed(m, "delete EndpointSlice")
+		}
+		return err
+	}
+	var errs []error
+	for _, w := range p.writes {
+		d, cur := w.want, w.cur
+		if w.replace != nil {
+			// Gone, or replaced already (the UID changed): the create
+			// below then finds what is there.
+			if err := del(w.replace); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		heldKey := m.ID + "/" + ns + "/" + d.Name
+		if cur == nil && c.heldNames.Has(heldKey) {
+			// Someone else's last time: look before writing.
+			live, err := client.Get(ctx, d.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				errs = append(errs, err)
+				continue
+			default:
+				cur = live
+			}
+		}
+		upToDate := aggregate.SliceUpToDate
+		if w.endpointsOnly {
+			upToDate = aggregate.EndpointsUpToDate
+		}
+		ops := write.Ops[*discoveryv1.EndpointSlice]{
+			Get: func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
+				return client.Get(ctx, d.Name, metav1.GetOptions{})
+			},
+			Create: func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
+				s, err := client.Create(ctx, slicedigest.ForWrite(d), metav1.CreateOptions{})
+				return recorded(m, s, err)
+			},
+			Owned:    func(s *discoveryv1.EndpointSlice) bool { return members.Owned(s) },
+			UpToDate: func(s *discoveryv1.EndpointSlice) bool { return upToDate(d, s) },
+			Update: func(ctx context.Context, s *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, error) {
+				// s may be the cache's slim copy: it gets d's endpoints.
+				upd := slicedigest.ForWrite(s).DeepCopy()
+				upd.Endpoints = d.Endpoints
+				if !w.endpointsOnly {
+					upd.Labels, upd.Ports = aggregate.MergeSliceLabels(d, s), d.Ports
+				}
+				s, err := client.Update(ctx, upd, metav1.UpdateOptions{})
+				return recorded(m, s, err)
+			},
+			Wrote: c.recorder(m, kindSlice, ns, d.Name),
+		}
+		if w.endpointsOnly {
+			// A held import's slice is never made anew: one gone
+			// meanwhile waits for the hold to end (NotFound below).
+			ops.Create = nil
+		}
+		_, out, err := write.Ensure(ctx, ops, cur)
+		switch {
+		case out == write.Yielded:
+			c.heldNames.Insert(heldKey)
+			held = append(held, &members.NotOwnedError{Kind: kindSlice, Namespace: ns, Name: d.Name})
+			continue
+		case err != nil && w.endpointsOnly && apierrors.IsNotFound(err):
+		case err != nil && cur == nil && out == write.Absent:
+			c.failed(m, "create EndpointSlice")
+			errs = append(errs, err)
+		case err != nil:
+			c.failed(m, "update EndpointSlice")
+			errs = append(errs, err)
+		}
+		c.heldNames.Delete(heldKey)
+	}
+	for _, s := range p.remove {
+		if err := del(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return held, errors.Join(errs...)
+}
