@@ -27,6 +27,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 	"github.com/mcs-dns/mcs-dns/test/procs"
+	"github.com/mcs-dns/mcs-dns/test/stack"
 )
 
 // ImporterResult is the importer part of the bench.
@@ -99,28 +100,25 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 	for _, n := range names {
 		specs = append(specs, cluster.Spec{Name: n, ClusterID: n})
 	}
-	set, err := cluster.StartClusters(specs...)
-	if set != nil {
-		register(set)
+	st, err := stack.Start(ctx, stack.Config{Members: specs, Kubeconfig: filepath.Join(b.Out, "run", "kubeconfig.importer"),
+		Dir: filepath.Join(b.Out, "run"), LogDir: filepath.Join(b.Out, "logs"),
+		Bin: procs.Binaries{CoreDNS: b.CoreDNS, Importer: b.Importer}, Group: children})
+	if st != nil {
+		register(st.Set)
 	}
 	if err != nil {
 		return fmt.Errorf("starting member clusters: %w", err)
 	}
-	kc := filepath.Join(b.Out, "run", "kubeconfig.importer")
-	if err := set.WriteKubeconfig(kc); err != nil {
-		return err
-	}
+	set, kc := st.Set, st.Kubeconfig
 	logf("importer: %d member clusters up in %s", len(names), time.Since(t0).Round(time.Millisecond))
 	metricsPort, err := procs.FindFreePort()
 	if err != nil {
 		return err
 	}
-	argv := []string{b.Importer, "--kubeconfig", kc, "--contexts", strings.Join(names, ","), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort),
-		// The bench writes the source slices itself, as this manager.
-		"--endpointslice-managers", "bench.mcs-dns.io"}
-	argv = append(argv, strings.Fields(b.Opt.ImporterArgs)...)
-	res.Args = strings.Join(argv[1:], " ")
-	imp, err := children.Start("mcs-importer", filepath.Join(b.Out, "logs", "mcs-importer.log"), argv...)
+	// The bench writes the source slices itself, as this manager.
+	args := st.ImporterArgs(fmt.Sprintf("127.0.0.1:%d", metricsPort), append([]string{"--endpointslice-managers", "bench.mcs-dns.io"}, strings.Fields(b.Opt.ImporterArgs)...)...)
+	res.Args = strings.Join(args.Argv(), " ")
+	imp, err := st.StartImporter(args)
 	if err != nil {
 		return err
 	}
