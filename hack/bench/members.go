@@ -22,6 +22,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 	"github.com/mcs-dns/mcs-dns/test/procs"
+	"github.com/mcs-dns/mcs-dns/test/stack"
 )
 
 // The member-scale phase: M member clusters (each its own kube-apiserver
@@ -164,19 +165,18 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 		names[i] = scaleID(i)
 		specs[i] = cluster.Spec{Name: names[i], ClusterID: names[i], IPv4Only: true}
 	}
-	set, err := cluster.StartClusters(specs...)
-	if set != nil {
-		register(set)
+	st, err := stack.Start(ctx, stack.Config{Members: specs, Kubeconfig: filepath.Join(b.Out, "run", fmt.Sprintf("kubeconfig.scale%d", m)),
+		Dir: filepath.Join(b.Out, "run"), LogDir: filepath.Join(b.Out, "logs"),
+		Bin: procs.Binaries{CoreDNS: b.CoreDNS, Importer: b.Importer}, Group: children})
+	if st != nil {
+		register(st.Set)
 	}
 	if err != nil {
 		return fmt.Errorf("starting %d member clusters: %w", m, err)
 	}
+	set := st.Set
 	r.ClustersUpSeconds = time.Since(t0).Seconds()
 	logf("member scale %d: clusters up in %s", m, time.Since(t0).Round(time.Millisecond))
-	kc := filepath.Join(b.Out, "run", fmt.Sprintf("kubeconfig.scale%d", m))
-	if err := set.WriteKubeconfig(kc); err != nil {
-		return err
-	}
 
 	// The fixture, before the importer starts.
 	loaders := make([]*Loader, m)
@@ -242,14 +242,13 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	if err != nil {
 		return err
 	}
-	argv := []string{b.Importer, "--kubeconfig", kc, "--contexts", strings.Join(names, ","),
-		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--endpointslice-managers", scaleSourceManager}
+	extra := []string{"--endpointslice-managers", scaleSourceManager}
 	if b.Opt.Profile {
-		argv = append(argv, "--profiling")
+		extra = append(extra, "--profiling")
 	}
-	argv = append(argv, strings.Fields(b.Opt.ImporterArgs)...)
+	extra = append(extra, strings.Fields(b.Opt.ImporterArgs)...)
 	start := time.Now()
-	imp, err := children.Start("mcs-importer", filepath.Join(b.Out, "logs", fmt.Sprintf("mcs-importer.scale%d.log", m)), argv...)
+	imp, err := st.StartImporterAs(fmt.Sprintf("mcs-importer.scale%d", m), st.ImporterArgs(fmt.Sprintf("127.0.0.1:%d", metricsPort), extra...))
 	if err != nil {
 		return err
 	}

@@ -8,61 +8,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/mcs-dns/mcs-dns/test/procs"
+	"github.com/mcs-dns/mcs-dns/test/stack"
 )
 
-// children tracks every process the bench starts, so that all of them
-// are stopped on normal exit, on error and on Ctrl-C.
-var children = &tracker{procs: map[*procs.Process]struct{}{}}
-
-type tracker struct {
-	mu    sync.Mutex
-	procs map[*procs.Process]struct{}
-}
-
-// Start starts a child (see procs.Launch) with its output in logPath.
-func (tr *tracker) Start(name, logPath string, argv ...string) (*procs.Process, error) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	p, err := procs.Launch(name, logPath, argv...)
-	if err != nil {
-		return nil, err
-	}
-	tr.procs[p] = struct{}{}
-	return p, nil
-}
-
-// Stop ends the process and its group (TERM, then KILL after a grace
-// period).
-func (tr *tracker) Stop(p *procs.Process) {
-	if p == nil {
-		return
-	}
-	_ = p.Stop()
-	tr.mu.Lock()
-	delete(tr.procs, p)
-	tr.mu.Unlock()
-}
-
-// StopAll stops every process still running.
-func (tr *tracker) StopAll() {
-	tr.mu.Lock()
-	all := make([]*procs.Process, 0, len(tr.procs))
-	for p := range tr.procs {
-		all = append(all, p)
-	}
-	tr.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, p := range all {
-		wg.Add(1)
-		go func() { defer wg.Done(); tr.Stop(p) }()
-	}
-	wg.Wait()
-}
+// children is every process the bench starts, so that all of them are
+// stopped on normal exit, on error and on Ctrl-C.
+var children = stack.NewGroup()
 
 // reapLeftovers stops processes a previous, killed bench run left behind:
 // only those running a binary from this bench's own bin folder.

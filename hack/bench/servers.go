@@ -96,14 +96,14 @@ func (b *Bench) StartServer(id, tag string) (*Server, error) {
 		return nil, err
 	}
 	logPath := filepath.Join(b.Out, "logs", fmt.Sprintf("coredns.%s.%s.log", id, tag))
-	s.Proc, err = children.Start("coredns-"+id, logPath, b.CoreDNS, "-conf", s.Conf)
+	s.Proc, err = children.Launch("coredns-"+id, logPath, b.CoreDNS, "-conf", s.Conf)
 	return s, err
 }
 
 // StopServer stops it.
 func (b *Bench) StopServer(s *Server) {
 	if s != nil {
-		children.Stop(s.Proc)
+		_ = children.Stop(s.Proc)
 	}
 }
 

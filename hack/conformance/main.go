@@ -35,6 +35,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 	"github.com/mcs-dns/mcs-dns/test/procs"
+	"github.com/mcs-dns/mcs-dns/test/stack"
 )
 
 type options struct {
@@ -128,51 +129,25 @@ func runMode(ctx context.Context, o options, mode string) (modeRun, error) {
 			"MCS_DNS_PORT": strconv.Itoa(ports[i]),
 		}}}
 	}
-	set, err := cluster.StartClusters(specs...)
-	if set != nil {
-		defer set.Stop()
+	st, err := stack.Start(ctx, stack.Config{Members: specs, Dir: out,
+		Bin: procs.Binaries{CoreDNS: filepath.Join(o.bin, "coredns"), Importer: filepath.Join(o.bin, "mcs-importer")}})
+	if st != nil {
+		defer st.Stop()
 	}
 	if err != nil {
 		return modeRun{}, err
 	}
-	kubeconfig := filepath.Join(out, "kubeconfig")
-	if err := set.WriteKubeconfig(kubeconfig); err != nil {
-		return modeRun{}, err
-	}
+	set, kubeconfig := st.Set, st.Kubeconfig
 
-	args := []string{"--kubeconfig", kubeconfig, "--contexts", strings.Join(names, ","), "--metrics-addr", "", "--vip-mode", mode}
+	args := st.ImporterArgs("", "--vip-mode", mode)
 	if mode == "clusterset-cidr" {
-		args = append(args, "--clusterset-cidr", "10.250.0.0/16,fd00:250::/112")
+		args.Extra = append(args.Extra, "--clusterset-cidr", "10.250.0.0/16,fd00:250::/112")
 	}
-	imp, err := procs.Launch("mcs-importer", filepath.Join(out, "mcs-importer.log"), append([]string{filepath.Join(o.bin, "mcs-importer")}, args...)...)
-	if err != nil {
+	if _, err := st.StartImporter(args); err != nil {
 		return modeRun{}, err
 	}
-	defer stopProc(imp)
 	for i, n := range names {
-		corefile := filepath.Join(out, "Corefile."+n)
-		if err := os.WriteFile(corefile, []byte(fmt.Sprintf(`.:%d {
-    bind 127.0.0.1
-    errors
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-        kubeconfig %s %s
-        pods insecure
-        labels !multicluster.kubernetes.io/source-cluster
-        fallthrough in-addr.arpa ip6.arpa
-    }
-    mcs clusterset.local in-addr.arpa ip6.arpa {
-        kubeconfig %s %s
-    }
-}
-`, ports[i], kubeconfig, n, kubeconfig, n)), 0o644); err != nil {
-			return modeRun{}, err
-		}
-		p, err := procs.Launch("coredns-"+n, filepath.Join(out, "coredns-"+n+".log"), filepath.Join(o.bin, "coredns"), "-conf", corefile)
-		if err != nil {
-			return modeRun{}, err
-		}
-		defer stopProc(p)
-		if err := waitDNS(ctx, fmt.Sprintf("127.0.0.1:%d", ports[i])); err != nil {
+		if _, err := st.StartCoreDNS(n, stack.CoreDNSOptions{Port: ports[i], Corefile: corefile, Ready: clustersetSOA}); err != nil {
 			return modeRun{}, fmt.Errorf("CoreDNS for %s: %w", n, err)
 		}
 	}
@@ -304,18 +279,33 @@ host, where ` + "`hack/conformance/bin/nslookup`" + ` asks that member's CoreDNS
 
 func escape(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
 
-// stopProc stops p's process group (SIGTERM, SIGKILL after 10 s); how it
-// exited does not matter here, its log has it.
-func stopProc(p *procs.Process) { _ = p.Stop() }
+// corefile is a member's: clusterset.local (mcs) and cluster.local
+// (kubernetes) on 127.0.0.1:port.
+func corefile(kubeconfig, member string, port int) string {
+	return fmt.Sprintf(`.:%d {
+    bind 127.0.0.1
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig %s %s
+        pods insecure
+        labels !multicluster.kubernetes.io/source-cluster
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    mcs clusterset.local in-addr.arpa ip6.arpa {
+        kubeconfig %s %s
+    }
+}
+`, port, kubeconfig, member, kubeconfig, member)
+}
 
-// waitDNS waits until a CoreDNS answers for clusterset.local.
-func waitDNS(ctx context.Context, addr string) error {
+// clustersetSOA waits until a CoreDNS answers for clusterset.local.
+func clustersetSOA(ctx context.Context, c *stack.CoreDNS) error {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		m := new(dns.Msg)
 		m.SetQuestion("clusterset.local.", dns.TypeSOA)
-		c := &dns.Client{Timeout: time.Second}
-		if r, _, err := c.ExchangeContext(ctx, m, addr); err == nil && r.Rcode == dns.RcodeSuccess {
+		cl := &dns.Client{Timeout: time.Second}
+		if r, _, err := cl.ExchangeContext(ctx, m, c.Addr); err == nil && r.Rcode == dns.RcodeSuccess {
 			return nil
 		}
 		select {
@@ -324,5 +314,5 @@ func waitDNS(ctx context.Context, addr string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("no answer at %s within a minute", addr)
+	return fmt.Errorf("no answer at %s within a minute", c.Addr)
 }

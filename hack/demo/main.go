@@ -19,7 +19,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +30,8 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/test/cluster"
+	"github.com/mcs-dns/mcs-dns/test/procs"
+	"github.com/mcs-dns/mcs-dns/test/stack"
 )
 
 type options struct {
@@ -96,20 +97,22 @@ func run(ctx context.Context, o options) error {
 	for i, n := range names {
 		specs[i] = cluster.Spec{Name: n, ClusterID: n, ControlPlane: true, PodCIDR: podCIDRs[n]}
 	}
-	set, err := cluster.StartClusters(specs...)
-	if set != nil {
+	st, err := stack.Start(ctx, stack.Config{Members: specs, Dir: dir,
+		Bin: procs.Binaries{CoreDNS: filepath.Join(o.bin, "coredns"), Importer: filepath.Join(o.bin, "mcs-importer")}})
+	if st != nil {
 		defer func() {
+			st.StopProcesses()
 			step("stopping the clusters")
-			set.Stop()
+			st.Set.Stop()
 		}()
 	}
 	if err != nil {
 		return err
 	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := set.WriteKubeconfig(kubeconfig); err != nil {
-		return err
-	}
+	st.Group.OnUnexpectedExit(ctx, func(p *procs.Process) {
+		fmt.Fprintf(os.Stderr, "\n!! %s exited unexpectedly (%v); the end of %s:\n%s\n", p.Name, p.Cmd.ProcessState, p.LogPath(), logTail(p.LogPath(), 20))
+	})
+	set, kubeconfig := st.Set, st.Kubeconfig
 	fmt.Printf("    kubeconfig with contexts east, west, north: %s\n", kubeconfig)
 
 	step("creating sample workloads (a Deployment web and a StatefulSet db; kwok runs their pods, the endpointslice controller publishes them) and exporting them")
@@ -118,50 +121,32 @@ func run(ctx context.Context, o options) error {
 	}
 
 	step("starting mcs-importer for all three clusters")
-	metrics, err := freeAddr()
+	metrics, err := stack.FreeAddr()
 	if err != nil {
 		return err
 	}
-	importerArgs := []string{"--kubeconfig", kubeconfig, "--contexts", strings.Join(names, ","), "--metrics-addr", metrics}
-	if o.importer != "" {
-		importerArgs = append(importerArgs, strings.Fields(o.importer)...)
-	}
-	imp, err := startProc(ctx, dir, "mcs-importer", filepath.Join(o.bin, "mcs-importer"), importerArgs...)
-	if err != nil {
+	importerArgs := st.ImporterArgs(metrics, strings.Fields(o.importer)...)
+	if _, err := st.StartImporter(importerArgs); err != nil {
 		return err
 	}
-	defer imp.stop()
-	fmt.Printf("    %s %s\n    log: %s\n", filepath.Join(o.bin, "mcs-importer"), strings.Join(importerArgs, " "), imp.log)
+	importerLog := st.LogPath("mcs-importer")
+	fmt.Printf("    %s %s\n    log: %s\n", st.Bin.Importer, strings.Join(importerArgs.Argv(), " "), importerLog)
 
 	step("starting our CoreDNS for each cluster on 127.0.0.1")
 	addrs := map[string]string{}
 	for i, n := range names {
-		port := o.basePort + i
-		addrs[n] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		corefile := filepath.Join(dir, n+".Corefile")
-		body := fmt.Sprintf(`clusterset.local:%d in-addr.arpa:%d ip6.arpa:%d {
-    bind 127.0.0.1
-    errors
-    mcs clusterset.local in-addr.arpa ip6.arpa {
-        kubeconfig %s %s
-    }
-}
-`, port, port, port, kubeconfig, n)
-		if err := os.WriteFile(corefile, []byte(body), 0o644); err != nil {
-			return err
-		}
-		p, err := startProc(ctx, dir, "coredns-"+n, filepath.Join(o.bin, "coredns"), "-conf", corefile)
+		c, err := st.StartCoreDNS(n, stack.CoreDNSOptions{Port: o.basePort + i, Corefile: corefile, CorefilePath: filepath.Join(dir, n+".Corefile")})
 		if err != nil {
 			return err
 		}
-		defer p.stop()
-		fmt.Printf("    %-5s CoreDNS on %s (Corefile %s)\n", n, addrs[n], corefile)
+		addrs[n] = c.Addr
+		fmt.Printf("    %-5s CoreDNS on %s (Corefile %s)\n", n, addrs[n], c.Corefile)
 	}
 
 	step("waiting until every cluster's CoreDNS answers for the exports")
 	for _, n := range names {
 		if err := waitFor(ctx, o.timeout, addrs[n], "db.demo.svc.clusterset.local.", dns.TypeA, 3); err != nil {
-			return fmt.Errorf("%s: %w (see %s)", n, err, imp.log)
+			return fmt.Errorf("%s: %w (see %s)", n, err, importerLog)
 		}
 	}
 	webVIP := waitFor(ctx, 20*time.Second, addrs["north"], "web.demo.svc.clusterset.local.", dns.TypeA, 1) == nil
@@ -228,6 +213,18 @@ func run(ctx context.Context, o options) error {
 	fmt.Println("    Ctrl-C (or `make demo-down`) stops every process the demo started.")
 	<-ctx.Done()
 	return nil
+}
+
+// corefile is a member's: its CoreDNS on 127.0.0.1:port.
+func corefile(kubeconfig, member string, port int) string {
+	return fmt.Sprintf(`clusterset.local:%d in-addr.arpa:%d ip6.arpa:%d {
+    bind 127.0.0.1
+    errors
+    mcs clusterset.local in-addr.arpa ip6.arpa {
+        kubeconfig %s %s
+    }
+}
+`, port, port, port, kubeconfig, member)
 }
 
 // podCIDRs are the members' pod ranges (kwok gives pods addresses from them).
@@ -341,16 +338,6 @@ func poll(ctx context.Context, timeout time.Duration, f func() error) error {
 	}
 }
 
-// freeAddr returns a loopback address with a free TCP port.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 func query(addr, name string, qtype uint16) (*dns.Msg, error) {
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
@@ -382,41 +369,6 @@ func dig(addr, what string, args ...string) {
 	}
 }
 
-type proc struct {
-	name     string
-	cmd      *exec.Cmd
-	log      string
-	done     chan struct{}
-	stopping atomic.Bool
-}
-
-func startProc(ctx context.Context, dir, name, bin string, args ...string) (*proc, error) {
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
-	go func() {
-		select {
-		case <-p.done:
-			if ctx.Err() == nil && !p.stopping.Load() {
-				fmt.Fprintf(os.Stderr, "\n!! %s exited unexpectedly (%v); the end of %s:\n%s\n", name, cmd.ProcessState, logPath, logTail(logPath, 20))
-			}
-		case <-ctx.Done():
-		}
-	}()
-	return p, nil
-}
-
 // logTail returns the last n lines of the file at path, indented.
 func logTail(path string, n int) string {
 	b, err := os.ReadFile(path)
@@ -426,17 +378,6 @@ func logTail(path string, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	lines = lines[max(0, len(lines)-n):]
 	return "    " + strings.Join(lines, "\n    ")
-}
-
-func (p *proc) stop() {
-	p.stopping.Store(true)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
 }
 
 // stopPrevious stops a demo still running from this folder, so that a

@@ -23,6 +23,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 	"github.com/mcs-dns/mcs-dns/test/procs"
+	"github.com/mcs-dns/mcs-dns/test/stack"
 )
 
 var clusterNames = []string{"east", "west", "north"}
@@ -30,19 +31,19 @@ var clusterNames = []string{"east", "west", "north"}
 type system struct {
 	t        *testing.T // the running (sub)test, for assertions
 	root     *testing.T // the top-level test, which owns the processes
-	bins     procs.Binaries
+	st       *stack.Stack
 	set      *cluster.Set
 	importer *procs.Process
-	dns      map[string]*procs.CoreDNS
+	dns      map[string]*stack.CoreDNS
 }
 
 func start(t *testing.T) *system {
-	s := &system{t: t, root: t, bins: procs.Build(t), dns: map[string]*procs.CoreDNS{}}
 	specs := make([]cluster.Spec, len(clusterNames))
 	for i, n := range clusterNames {
 		specs[i] = cluster.Spec{Name: n, ClusterID: n + ".clusters.example"} // multi-label IDs
 	}
-	s.set = cluster.Start(t, specs...)
+	st := stack.StartT(t, stack.Config{Members: specs})
+	s := &system{t: t, root: t, st: st, set: st.Set, dns: map[string]*stack.CoreDNS{}}
 	s.startImporter()
 	for _, n := range clusterNames {
 		s.startCoreDNS(n)
@@ -51,19 +52,19 @@ func start(t *testing.T) *system {
 }
 
 func (s *system) startImporter() {
-	s.importer = procs.Start(s.root, "mcs-importer", s.bins.Importer,
-		"--kubeconfig", s.set.Kubeconfig, "--contexts", strings.Join(clusterNames, ","),
-		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", procs.FreePort(s.root)))
+	metrics, err := stack.FreeAddr()
+	require.NoError(s.root, err)
+	s.importer, err = s.st.StartImporter(s.st.ImporterArgs(metrics))
+	require.NoError(s.root, err)
 }
 
 func (s *system) startCoreDNS(name string) {
-	corefile := fmt.Sprintf(`clusterset.local in-addr.arpa ip6.arpa {
-    mcs clusterset.local in-addr.arpa ip6.arpa {
-        kubeconfig %s %s
-    }
-}
-`, s.set.Kubeconfig, name)
-	s.dns[name] = procs.StartCoreDNS(s.root, s.bins.CoreDNS, corefile)
+	c, err := s.st.StartCoreDNS(name, stack.CoreDNSOptions{PortFlag: true, Ready: stack.Answering(50*time.Millisecond, 60*time.Second)})
+	if err != nil && c != nil {
+		s.root.Fatalf("%v\n%s", err, c.Output())
+	}
+	require.NoError(s.root, err)
+	s.dns[name] = c
 }
 
 func (s *system) ctx() context.Context {

@@ -154,6 +154,9 @@ func (p *Process) Output() string {
 	return p.out.String()
 }
 
+// LogPath is the file its output goes to ("": kept in memory).
+func (p *Process) LogPath() string { return p.logPath }
+
 // Exited reports whether the process has exited.
 func (p *Process) Exited() bool {
 	select {
