@@ -140,7 +140,7 @@ func TestConfigFlags(t *testing.T) {
 	t.Setenv("KUBECONFIG", kc)
 	code, _, errOut = kubectl("status", "--context", "south")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, `no context "south" in kubeconfig `+kc)
+	assert.Contains(t, errOut, `no context "south" in kubeconfig ($KUBECONFIG or ~/.kube/config); available contexts: east, west`)
 }
 
 // twoMembers is a kubeconfig of two members, east (current) and west,
