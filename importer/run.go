@@ -17,8 +17,8 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/importer/controller"
 	"github.com/mcs-dns/mcs-dns/importer/members"
-	"github.com/mcs-dns/mcs-dns/importer/policy"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
+	"github.com/mcs-dns/mcs-dns/internal/policy"
 )
 
 // policyPoll is how often the --export-policy file is read for changes.

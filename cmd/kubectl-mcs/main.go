@@ -7,10 +7,11 @@
 // (or `make build` and put bin/ on $PATH), and kubectl finds it on $PATH
 // as `kubectl mcs` (`kubectl plugin list` shows it):
 //
-//	kubectl mcs status [SERVICE] [--kubeconfig F] [--contexts a,b,c] [-n NS] [-o table|json|yaml]
+//	kubectl mcs status [SERVICE] [--kubeconfig F] [--contexts a,b,c | --context C] [-n NS] [-o table|json|yaml]
+//	    [--request-timeout D] [--source-managers M,...] [--export-policy FILE]
 //	kubectl mcs explain NAME [TYPE] --in CONTEXT [--dns ADDR] [--corefile FILE]
 //	    [--cluster-id ID] [--locality local-first|none|default] [--max-answers N]
-//	    [--endpointslice-managers M,...] [--zone ZONE]
+//	    [--endpointslice-managers M,...] [--zone ZONE] (and status's flags)
 //
 // status shows, per exported service, each export's conditions, each
 // member's ServiceImport and the ready endpoints it mirrors per source
@@ -21,8 +22,8 @@
 // whether that member's CoreDNS agrees. It shapes the answer as that
 // CoreDNS does (local-first, max_answers) when --corefile names its
 // Corefile, whose mcs stanza it reads with the plugin's own parser, or
-// with --cluster-id, --locality and --max-answers. The logic is
-// internal/mcsctl.
+// with --cluster-id, --locality and --max-answers. The commands are
+// package cmd (cobra, with kubectl's genericclioptions.ConfigFlags).
 package main
 
 import (
@@ -31,12 +32,12 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/mcs-dns/mcs-dns/internal/mcsctl"
+	"github.com/mcs-dns/mcs-dns/cmd/kubectl-mcs/cmd"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := mcsctl.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := cmd.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -54,8 +54,8 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
-	"github.com/mcs-dns/mcs-dns/importer/policy"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
+	"github.com/mcs-dns/mcs-dns/internal/policy"
 )
 
 // Clusterset is what the controller reads about the member clusters: a

@@ -15,9 +15,9 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
-	"github.com/mcs-dns/mcs-dns/importer/policy"
 	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
+	"github.com/mcs-dns/mcs-dns/internal/policy"
 )
 
 // reconcileTimeout bounds one key's reconcile (all its API calls).

@@ -7,7 +7,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
-	"github.com/mcs-dns/mcs-dns/importer/policy"
+	"github.com/mcs-dns/mcs-dns/internal/policy"
 )
 
 // DefaultTrustedManagers are the endpointslice.kubernetes.io/managed-by

@@ -189,23 +189,15 @@ func Reached(err error) bool {
 
 // Where a member's cluster ID came from (Member.IDSource).
 const (
-	idFromProperty = "ClusterProperty"
-	idFromContext  = "context"
+	idFromProperty = mcsapi.MemberIDFromProperty
+	idFromContext  = mcsapi.MemberIDFromContext
 	idKept         = "kept"
 )
 
-// ClusterID reads the About API ClusterProperty cluster.clusterset.k8s.io
-// (mcsapi.ReadClusterID). When the property (or the About API) is absent
-// the ID is fallback (the context name).
+// ClusterID is mcsapi.MemberClusterID: the About API ClusterProperty
+// cluster.clusterset.k8s.io, else fallback (the context name).
 func ClusterID(ctx context.Context, dyn dynamic.Interface, fallback string) (id, source string, err error) {
-	id, err = mcsapi.ReadClusterID(ctx, dyn)
-	switch {
-	case errors.Is(err, mcsapi.ErrNoClusterProperty):
-		return fallback, idFromContext, nil
-	case err != nil:
-		return "", "", err
-	}
-	return id, idFromProperty, nil
+	return mcsapi.MemberClusterID(ctx, dyn, fallback)
 }
 
 // ValidateID checks a member's cluster ID with the rule the plugin applies

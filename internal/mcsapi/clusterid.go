@@ -65,3 +65,26 @@ func ReadClusterID(ctx context.Context, dc dynamic.Interface) (string, error) {
 	}
 	return id, nil
 }
+
+// Where a member's cluster ID comes from (MemberClusterID's source).
+const (
+	MemberIDFromProperty = "ClusterProperty"
+	MemberIDFromContext  = "context"
+)
+
+// MemberClusterID is the cluster ID of a member cluster reached through a
+// kubeconfig context, as mcs-importer joins it and kubectl mcs shows it:
+// the value of the ClusterProperty ClusterIDProperty (ReadClusterID), else,
+// when the property (or the About API) is absent, fallback (the context
+// name). source is MemberIDFromProperty or MemberIDFromContext. Checking
+// the ID (ValidateClusterID) is the caller's.
+func MemberClusterID(ctx context.Context, dyn dynamic.Interface, fallback string) (id, source string, err error) {
+	id, err = ReadClusterID(ctx, dyn)
+	switch {
+	case errors.Is(err, ErrNoClusterProperty):
+		return fallback, MemberIDFromContext, nil
+	case err != nil:
+		return "", "", err
+	}
+	return id, MemberIDFromProperty, nil
+}

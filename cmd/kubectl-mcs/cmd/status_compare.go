@@ -1,15 +1,11 @@
-package mcsctl
+package cmd
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,92 +15,6 @@ import (
 	"github.com/mcs-dns/mcs-dns/internal/compact"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
-
-// StatusReport is what `kubectl mcs status` prints (-o json|yaml).
-type StatusReport struct {
-	Members  []MemberInfo    `json:"members"`
-	Services []ServiceStatus `json:"services"`
-}
-
-// MemberInfo is one member as the tool reached it.
-type MemberInfo struct {
-	Context       string `json:"context"`
-	ClusterID     string `json:"clusterID,omitempty"`
-	ExportVersion string `json:"exportVersion,omitempty"`
-	ImportVersion string `json:"importVersion,omitempty"`
-	// Error says why the member could not be read.
-	Error string `json:"error,omitempty"`
-}
-
-// ServiceStatus is one exported (or imported) service across the
-// clusterset.
-type ServiceStatus struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	// Type is the import's type where a member has the import, else the
-	// one the exporters' Services imply.
-	Type     string         `json:"type,omitempty"`
-	Exports  []ExportStatus `json:"exports"`
-	Members  []MemberView   `json:"members"`
-	Problems []string       `json:"problems,omitempty"`
-}
-
-// ExportStatus is one ServiceExport: its conditions, as mcs-importer set
-// them, and the ready endpoints of the exporting cluster's own slices.
-type ExportStatus struct {
-	Cluster        string     `json:"cluster"`
-	Context        string     `json:"context"`
-	Valid          *condition `json:"valid,omitempty"`
-	Ready          *condition `json:"ready,omitempty"`
-	Conflict       *condition `json:"conflict,omitempty"`
-	ReadyEndpoints int        `json:"readyEndpoints"`
-}
-
-// MemberView is the service as one member sees it: its ServiceImport and
-// the ready endpoints of the slices mcs-importer mirrored into it, per
-// source cluster.
-type MemberView struct {
-	Context string `json:"context"`
-	Cluster string `json:"cluster,omitempty"`
-	Error   string `json:"error,omitempty"`
-	Import  bool   `json:"import"`
-	// NoNamespace: the member lacks the namespace, so no import is due.
-	NoNamespace bool           `json:"noNamespace,omitempty"`
-	Type        string         `json:"type,omitempty"`
-	IPs         []string       `json:"ips,omitempty"`
-	Endpoints   map[string]int `json:"readyEndpoints,omitempty"`
-}
-
-func runStatus(ctx context.Context, o *Options, service string, stdout, stderr io.Writer) error {
-	names, err := contexts(o.Kubeconfig, o.Contexts)
-	if err != nil {
-		return err
-	}
-	rules, err := rulesOf(o)
-	if err != nil {
-		return err
-	}
-	ms := connect(ctx, o, names)
-	snaps := fetch(ctx, ms, o.Namespace, service)
-	rep := status(snaps, rules)
-	usable := 0
-	for _, s := range snaps {
-		if s.usable() {
-			usable++
-		} else {
-			fmt.Fprintf(stderr, "warning: %v\n", s.err)
-		}
-	}
-	if usable == 0 {
-		return fmt.Errorf("no member could be read")
-	}
-	switch o.Output {
-	case "json", "yaml":
-		return printStructured(stdout, o.Output, rep)
-	}
-	printStatusTable(stdout, rep)
-	return nil
-}
 
 // status compares the snapshots of every member; rules say which source
 // endpoints mcs-importer mirrors.
@@ -305,93 +215,4 @@ func diff(got, want map[netip.Addr]bool) string {
 		return fmt.Sprintf("%d ready endpoints", len(got))
 	}
 	return "other ready addresses"
-}
-
-func printStatusTable(w io.Writer, rep *StatusReport) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := []string{"SERVICE", "TYPE", "EXPORTS"}
-	for _, m := range rep.Members {
-		head = append(head, strings.ToUpper(m.Context))
-	}
-	head = append(head, "PROBLEMS")
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	for _, s := range rep.Services {
-		row := []string{s.Namespace + "/" + s.Name, orDash(s.Type), exportsCell(s.Exports)}
-		for _, mv := range s.Members {
-			row = append(row, memberCell(mv))
-		}
-		p := "-"
-		if len(s.Problems) > 0 {
-			p = "!! " + strings.Join(s.Problems, "; ")
-		}
-		row = append(row, p)
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// exportsCell is "east:ok west:invalid(NoService)": ok when the export
-// is valid, ready and in no conflict, else what is not.
-func exportsCell(es []ExportStatus) string {
-	if len(es) == 0 {
-		return "-"
-	}
-	var parts []string
-	for _, e := range es {
-		var bad []string
-		switch {
-		case e.Valid == nil:
-			bad = append(bad, "no-conditions")
-		case e.Valid.Status != "True":
-			bad = append(bad, "invalid("+e.Valid.Reason+")")
-		}
-		if e.Conflict != nil && e.Conflict.Status == "True" {
-			bad = append(bad, "conflict("+e.Conflict.Reason+")")
-		}
-		if e.Valid != nil && e.Valid.Status == "True" && e.Ready != nil && e.Ready.Status != "True" {
-			bad = append(bad, "not-ready("+e.Ready.Reason+")")
-		}
-		if len(bad) == 0 {
-			bad = []string{"ok"}
-		}
-		parts = append(parts, e.Cluster+":"+strings.Join(bad, ","))
-	}
-	return strings.Join(parts, " ")
-}
-
-// memberCell is a member's column: its VIP (or "headless") and ready
-// endpoints per source cluster, "no import", or why it could not be read.
-func memberCell(mv MemberView) string {
-	switch {
-	case mv.Error != "":
-		return "!! " + mv.Error
-	case mv.NoNamespace:
-		return "(no namespace)"
-	case !mv.Import:
-		return "!! no import"
-	}
-	var parts []string
-	switch {
-	case len(mv.IPs) > 0:
-		parts = append(parts, strings.Join(mv.IPs, ","))
-	case mv.Type == answers.Headless.String():
-		parts = append(parts, "headless")
-	default:
-		parts = append(parts, "no-vip")
-	}
-	var eps []string
-	for _, id := range slices.Sorted(maps.Keys(mv.Endpoints)) {
-		eps = append(eps, id+"="+strconv.Itoa(mv.Endpoints[id]))
-	}
-	if len(eps) == 0 {
-		eps = []string{"0"}
-	}
-	return strings.Join(parts, " ") + " eps:" + strings.Join(eps, ",")
 }

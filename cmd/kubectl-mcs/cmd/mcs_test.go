@@ -1,4 +1,4 @@
-package mcsctl_test
+package cmd_test
 
 import (
 	"bytes"
@@ -25,8 +25,8 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mcs-dns/mcs-dns/cmd/kubectl-mcs/cmd"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
-	"github.com/mcs-dns/mcs-dns/internal/mcsctl"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 	"github.com/mcs-dns/mcs-dns/test/procs"
 )
@@ -58,29 +58,29 @@ func kubectl(args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code = mcsctl.Run(ctx, args, &out, &errOut)
+	code = cmd.Run(ctx, args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
-func (b *bed) status(t require.TestingT, extra ...string) *mcsctl.StatusReport {
+func (b *bed) status(t require.TestingT, extra ...string) *cmd.StatusReport {
 	args := append([]string{"status", "--kubeconfig", b.set.Kubeconfig, "--contexts", members, "-o", "json"}, extra...)
 	code, out, errOut := kubectl(args...)
 	require.Equal(t, 0, code, errOut)
-	var rep mcsctl.StatusReport
+	var rep cmd.StatusReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	return &rep
 }
 
-func (b *bed) explain(t require.TestingT, name string, extra ...string) *mcsctl.ExplainReport {
+func (b *bed) explain(t require.TestingT, name string, extra ...string) *cmd.ExplainReport {
 	args := append([]string{"explain", name, "--kubeconfig", b.set.Kubeconfig, "--contexts", members, "--in", "east", "--dns", b.dns, "-o", "json"}, extra...)
 	code, out, errOut := kubectl(args...)
 	require.Equal(t, 0, code, errOut)
-	var rep mcsctl.ExplainReport
+	var rep cmd.ExplainReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	return &rep
 }
 
-func service(rep *mcsctl.StatusReport, name string) *mcsctl.ServiceStatus {
+func service(rep *cmd.StatusReport, name string) *cmd.ServiceStatus {
 	for i := range rep.Services {
 		if rep.Services[i].Namespace == ns && rep.Services[i].Name == name {
 			return &rep.Services[i]
@@ -89,16 +89,16 @@ func service(rep *mcsctl.StatusReport, name string) *mcsctl.ServiceStatus {
 	return nil
 }
 
-func exportOf(s *mcsctl.ServiceStatus, cluster string) *mcsctl.ExportStatus {
+func exportOf(s *cmd.ServiceStatus, cluster string) *cmd.ExportStatus {
 	for i := range s.Exports {
 		if s.Exports[i].Cluster == cluster {
 			return &s.Exports[i]
 		}
 	}
-	return &mcsctl.ExportStatus{}
+	return &cmd.ExportStatus{}
 }
 
-func view(s *mcsctl.ServiceStatus, context string) *mcsctl.MemberView {
+func view(s *cmd.ServiceStatus, context string) *cmd.MemberView {
 	for i := range s.Members {
 		if s.Members[i].Context == context {
 			return &s.Members[i]
@@ -171,7 +171,7 @@ func export(t *testing.T, c *cluster.Cluster, name string) {
 // corefile is corefile-examples/standalone.Corefile pointed at the east
 // member, with the reverse zones added so that PTR names are served.
 func corefile(t *testing.T, kubeconfig string) string {
-	raw, err := os.ReadFile("../../corefile-examples/standalone.Corefile")
+	raw, err := os.ReadFile("../../../corefile-examples/standalone.Corefile")
 	require.NoError(t, err)
 	out := strings.Replace(string(raw), "clusterset.local {", "clusterset.local in-addr.arpa ip6.arpa {", 1)
 	out = strings.Replace(out, "    mcs\n", fmt.Sprintf("    mcs clusterset.local in-addr.arpa ip6.arpa {\n        kubeconfig %s east\n    }\n", kubeconfig), 1)
@@ -277,7 +277,7 @@ func TestKubectlMCS(t *testing.T) {
 		assert.Regexp(t, `shop/clash .*west:conflict\(TypeConflict`, out)
 		code, out, errOut = kubectl("status", "db", "-n", ns, "--kubeconfig", set.Kubeconfig, "--contexts", members, "-o", "yaml")
 		require.Equal(t, 0, code, errOut)
-		var one mcsctl.StatusReport
+		var one cmd.StatusReport
 		require.NoError(t, yaml.Unmarshal([]byte(out), &one))
 		require.Len(t, one.Services, 1)
 		assert.Equal(t, "db", one.Services[0].Name)
@@ -308,7 +308,7 @@ func TestKubectlMCS(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				var rep *mcsctl.ExplainReport
+				var rep *cmd.ExplainReport
 				require.EventuallyWithT(t, func(c *assert.CollectT) {
 					rep = b.explain(c, tc.name)
 					assert.True(c, rep.DNS.Agrees, "CoreDNS agrees: %+v", rep.DNS)
@@ -364,11 +364,11 @@ func TestKubectlMCS(t *testing.T) {
 		raw, err := os.ReadFile(lf)
 		require.NoError(t, err)
 		lfDNS := procs.StartCoreDNS(t, b.bins.CoreDNS, string(raw)).Addr
-		explain := func(t require.TestingT, name string, extra ...string) *mcsctl.ExplainReport {
+		explain := func(t require.TestingT, name string, extra ...string) *cmd.ExplainReport {
 			args := append([]string{"explain", name, "--kubeconfig", set.Kubeconfig, "--contexts", members, "--in", "north", "--dns", lfDNS, "-o", "json"}, extra...)
 			code, out, errOut := kubectl(args...)
 			require.Equal(t, 0, code, errOut)
-			var rep mcsctl.ExplainReport
+			var rep cmd.ExplainReport
 			require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 			return &rep
 		}
@@ -379,7 +379,7 @@ func TestKubectlMCS(t *testing.T) {
 		// Corefile itself: priority 0 for north-1's target, 10 for east's,
 		// as that CoreDNS answers.
 		for _, flags := range [][]string{{"--locality", "local-first"}, {"--corefile", lf}} {
-			var rep *mcsctl.ExplainReport
+			var rep *cmd.ExplainReport
 			require.EventuallyWithT(t, func(c *assert.CollectT) {
 				rep = explain(c, srv, flags...)
 				assert.True(c, rep.DNS.Agrees, "%v: CoreDNS agrees: %+v", flags, rep.DNS)
@@ -442,12 +442,12 @@ func TestKubectlMCS(t *testing.T) {
 			t.Helper()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, kubectlBin, args...)
+			proc := exec.CommandContext(ctx, kubectlBin, args...)
 			// Only the plugin on $PATH; the kubeconfig from $KUBECONFIG,
 			// which kubectl passes on to the plugin with the rest of its
 			// environment.
-			cmd.Env = append(os.Environ(), "PATH="+pathDir, "HOME="+t.TempDir(), "KUBECONFIG="+set.Kubeconfig)
-			out, err := cmd.CombinedOutput()
+			proc.Env = append(os.Environ(), "PATH="+pathDir, "HOME="+t.TempDir(), "KUBECONFIG="+set.Kubeconfig)
+			out, err := proc.CombinedOutput()
 			require.NoError(t, err, "kubectl %v:\n%s", args, out)
 			return string(out)
 		}
@@ -598,7 +598,7 @@ func TestKubectlMCS(t *testing.T) {
 		code, out, errOut := kubectl("status", "--kubeconfig", set.Kubeconfig, "--contexts", members, "-o", "json", "--request-timeout", "10s")
 		require.Equal(t, 0, code, errOut)
 		assert.Contains(t, errOut, `member "north": unreachable`)
-		var rep mcsctl.StatusReport
+		var rep cmd.StatusReport
 		require.NoError(t, json.Unmarshal([]byte(out), &rep))
 		db := service(&rep, "db")
 		require.NotNil(t, db)

@@ -1,4 +1,4 @@
-package mcsctl
+package cmd
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/internal/kubeconfig"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/internal/tokenfile"
 )
 
 // member is one member cluster as this tool reaches it: through one
@@ -152,11 +152,11 @@ func contexts(path string, want []string) ([]string, error) {
 
 // connect reaches every context in parallel; a member that cannot be
 // used comes back with Err set, never as an error of the whole call.
-func connect(ctx context.Context, o *Options, names []string) []*member {
+func connect(ctx context.Context, f *memberFlags, names []string) []*member {
 	out := make([]*member, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		wg.Go(func() { out[i] = connectOne(ctx, o, name) })
+		wg.Go(func() { out[i] = connectOne(ctx, f, name) })
 	}
 	wg.Wait()
 	return out
@@ -165,18 +165,20 @@ func connect(ctx context.Context, o *Options, names []string) []*member {
 // connectOne builds the clients of one member and, as mcs-importer does,
 // reads its cluster ID (About API ClusterProperty, else the context name)
 // and the MCS API versions it serves.
-func connectOne(ctx context.Context, o *Options, name string) *member {
+func connectOne(ctx context.Context, f *memberFlags, name string) *member {
 	m := &member{Context: name, ID: name}
-	cfg, err := members.LoadConfig(o.Kubeconfig, name)
+	cfg, err := kubeconfig.Load(f.kubeconfig, name)
 	if err != nil {
 		m.Err = err
 		return m
 	}
+	// A token file replaced under a running command is read again.
+	tokenfile.RereadOnRefusal(cfg)
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "kubectl-mcs"
 	// One short bound per request: a member that is down costs its
 	// column, not the whole command.
-	cfg.Timeout = o.RequestTimeout
+	cfg.Timeout = f.requestTimeout
 	cfg.QPS, cfg.Burst = 50, 100
 	if m.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		m.Err = err
@@ -191,9 +193,9 @@ func connectOne(ctx context.Context, o *Options, name string) *member {
 		m.Err = err
 		return m
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, f.requestTimeout)
 	defer cancel()
-	if m.ID, m.IDSource, err = members.ClusterID(ctx, m.Dyn, name); err != nil {
+	if m.ID, m.IDSource, err = mcsapi.MemberClusterID(ctx, m.Dyn, name); err != nil {
 		m.ID = name
 		m.Err = classify(name, op{verb: "get", resource: mcsapi.ClusterPropertyGVR.Resource + "." + mcsapi.AboutGroup, clusterScoped: true}, err)
 		return m

@@ -1,4 +1,4 @@
-package mcsctl
+package cmd
 
 import (
 	"context"

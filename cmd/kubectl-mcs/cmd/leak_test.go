@@ -1,4 +1,4 @@
-package mcsctl_test
+package cmd_test
 
 import (
 	"testing"

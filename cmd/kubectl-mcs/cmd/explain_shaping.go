@@ -1,14 +1,12 @@
-package mcsctl
+package cmd
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -39,7 +37,7 @@ type ShapingInfo struct {
 
 // answerConfig is what the explained CoreDNS answers with besides the
 // objects: its forward zones (PTR targets are names in the first) and
-// its shaping. The trusted managers go to Options.Managers.
+// its shaping. The trusted managers go to ExplainOptions.Managers.
 type answerConfig struct {
 	zones   []string
 	shaping answers.Shaping
@@ -48,7 +46,8 @@ type answerConfig struct {
 
 // resolveConfig reads the mcs stanza of --corefile that serves qname,
 // with the plugin's own parser, and lays the explicit flags over it.
-func resolveConfig(o *Options, qname string, stderr io.Writer) (*answerConfig, error) {
+func resolveConfig(o *ExplainOptions) (*answerConfig, error) {
+	qname := o.qname
 	ac := &answerConfig{zones: []string{dnsname.Lower(dns.Fqdn(o.Zone))}}
 	if o.Corefile != "" {
 		f, err := os.Open(o.Corefile)
@@ -76,7 +75,7 @@ func resolveConfig(o *Options, qname string, stderr io.Writer) (*answerConfig, e
 		}
 		s := serving[0]
 		if len(serving) > 1 {
-			fmt.Fprintf(stderr, "warning: %d mcs stanzas of %s serve %s; using the one at line %d\n", len(serving), o.Corefile, qname, s.Line)
+			fmt.Fprintf(o.ErrOut, "warning: %d mcs stanzas of %s serve %s; using the one at line %d\n", len(serving), o.Corefile, qname, s.Line)
 		}
 		ac.zones = stanza.ForwardZones(s.Zones)
 		ac.shaping = s.Shaping
@@ -124,12 +123,12 @@ func resolveConfig(o *Options, qname string, stderr io.Writer) (*answerConfig, e
 // learnClusterID reads the member's cluster ID as the plugin does at
 // start-up (stanza.ReadClusterID) when none was given and some answer
 // could be local-first; without one, no endpoint is local.
-func (ac *answerConfig) learnClusterID(ctx context.Context, o *Options, m *member) {
+func (ac *answerConfig) learnClusterID(ctx context.Context, timeout time.Duration, m *member) {
 	defer ac.describe()
 	if ac.shaping.ClusterID != "" || ac.shaping.Locality == answers.LocalityNone {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	id, err := stanza.ReadClusterID(ctx, m.Dyn)
 	if err != nil {
@@ -145,93 +144,4 @@ func (ac *answerConfig) describe() {
 	if ac.info.Locality = stanza.LocalityString(sh.Locality); ac.info.Locality == "" {
 		ac.info.Locality = "default"
 	}
-}
-
-// computed is the answer the plugin's code computes for one name.
-type computed struct {
-	// answer and extra: what the explained CoreDNS answers over TCP
-	// (64 KiB), unrotated: local-first and cut to max_answers as it does.
-	answer, extra []dns.RR
-	// all: every record the name could answer with (differs from answer
-	// when max_answers cuts it); local: those of this cluster's endpoints
-	// when the answer is local-first.
-	all, local []dns.RR
-}
-
-// shapedAnswer computes the records of qtype at node as the plugin's
-// handler does (answers.Set.Shapes, Ring): full is the set built without
-// max_answers, cut the one built with it (the same set when there is
-// none), each with its node of the name. Rotation is left out: it only
-// turns the order from query to query. base is the service's name in the
-// first zone (where PTR targets are).
-func shapedAnswer(full, cut *answers.Set, fullNode, cutNode *answers.Node, zone int, qname string, qtype uint16, base string) computed {
-	var c computed
-	c.answer, c.extra = ringRecords(cut, cutNode, zone, qname, qtype)
-	c.all = c.answer
-	if full != cut {
-		c.all, _ = ringRecords(full, fullNode, zone, qname, qtype)
-	}
-	if full == nil || !full.LocalFirst() {
-		return c
-	}
-	// Which records are the local endpoints': SRV by their priority, A
-	// and AAAA by the endpoint name (PTR target) of their address.
-	local := map[string]bool{}
-	if qtype != dns.TypeSRV {
-		seen := map[string]bool{}
-		for _, p := range full.PTRs() {
-			if !seen[p.Reverse] { // the first target names the endpoint
-				seen[p.Reverse] = true
-				local[p.Reverse] = full.IsLocal(p.Target, base)
-			}
-		}
-	}
-	for _, rr := range c.all {
-		var isLoc bool
-		switch r := rr.(type) {
-		case *dns.SRV:
-			isLoc = r.Priority == answers.LocalPriority
-		case *dns.A:
-			isLoc = local[reverseOf(addrOf(r.A))]
-		case *dns.AAAA:
-			isLoc = local[reverseOf(addrOf(r.AAAA))]
-		}
-		if isLoc {
-			c.local = append(c.local, rr)
-		}
-	}
-	return c
-}
-
-// addrOf is ip as a netip.Addr (IPv4 unmapped).
-func addrOf(ip net.IP) netip.Addr {
-	a, _ := netip.AddrFromSlice(ip)
-	return a.Unmap()
-}
-
-// ringRecords are the records of the handler's packed path for a TCP
-// query with EDNS0 (65,535 octets): the ring's reply at its first
-// rotation, unpacked; node.Records when the answer is not shaped, or is
-// plain and whole.
-func ringRecords(set *answers.Set, node *answers.Node, zone int, qname string, qtype uint16) (answer, extra []dns.RR) {
-	shaped, plain := set.Shapes(zone, node, qtype)
-	if !shaped {
-		return node.Records(qtype)
-	}
-	ring := set.Ring(zone, node, qname, qtype)
-	if ring == nil {
-		return node.Records(qtype)
-	}
-	k, off, withExtra := ring.Choose(dns.MaxMsgSize, true)
-	if plain && k == ring.Units() {
-		return node.Records(qtype)
-	}
-	q := new(dns.Msg)
-	q.SetQuestion(qname, qtype)
-	reply, ok := ring.AppendReply(nil, q, nil, k, off, withExtra)
-	m := new(dns.Msg)
-	if !ok || m.Unpack(reply) != nil {
-		return node.Records(qtype)
-	}
-	return m.Answer, m.Extra
 }

@@ -1,4 +1,4 @@
-package mcsctl
+package cmd
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/mcs-dns/mcs-dns/importer/policy"
+	"github.com/mcs-dns/mcs-dns/internal/policy"
 )
 
 // sourceRules are mcs-importer's rules for which source endpoints of an
@@ -18,11 +18,11 @@ type sourceRules struct {
 	policy   *policy.Policy
 }
 
-// rulesOf reads o's --source-managers and --export-policy.
-func rulesOf(o *Options) (sourceRules, error) {
-	r := sourceRules{managers: o.SourceManagers}
-	if o.ExportPolicy != "" {
-		p, _, err := policy.Load(o.ExportPolicy)
+// rulesOf reads --source-managers and --export-policy.
+func rulesOf(f *memberFlags) (sourceRules, error) {
+	r := sourceRules{managers: f.SourceManagers}
+	if f.ExportPolicy != "" {
+		p, _, err := policy.Load(f.ExportPolicy)
 		if err != nil {
 			return r, fmt.Errorf("--export-policy: %w", err)
 		}

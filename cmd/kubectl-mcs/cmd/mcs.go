@@ -1,0 +1,115 @@
+// Package cmd is `kubectl mcs`, the operator's view of a clusterset
+// served by mcs-importer and the mcs CoreDNS plugin: `status` compares
+// every member's exports, imports and mirrored endpoints; `explain`
+// shows, for one clusterset.local name in one member, the objects that
+// decide its answer, that answer computed with the plugin's own code, and
+// why it is empty. It only reads.
+//
+// It is shaped like kubectl's own commands (k8s.io/sample-cli-plugin): a
+// cobra command per subcommand, each with one options type (StatusOptions,
+// ExplainOptions) whose Complete, Validate and Run are called in that
+// order, and which registers only its own flags; --kubeconfig, --context,
+// -n/--namespace and --request-timeout are genericclioptions.ConfigFlags.
+//
+// The files: mcs.go (the root command, Run), options.go (the flags both
+// subcommands have), connect.go (reaching the members), sources.go (what
+// mcs-importer mirrors), fetch.go (reading a member's objects for status),
+// status*.go (the comparison and its table), explain.go (its options and
+// flow), explain_read.go (the objects of one name), explain_answer.go (the
+// answer, computed and asked of CoreDNS), explain_shaping.go (--corefile
+// and the shaping flags), explain_reasons.go (why an answer is empty) and
+// explain_print.go.
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+)
+
+const rootLong = `kubectl mcs: the state of a Multi-Cluster Services clusterset (mcs-importer
+and the mcs CoreDNS plugin), read from every member cluster. It only reads.
+
+  kubectl mcs status [SERVICE] [flags]
+      One row per exported service: the exporting clusters and their
+      exports' Valid/Ready/Conflict conditions, each member's ServiceImport
+      (VIP) and the ready endpoints it has per source cluster, and problems
+      (missing import, stale endpoints, conflict, invalid export, member
+      unreachable).
+  kubectl mcs explain NAME [TYPE] --in CONTEXT [--dns ADDR] [flags]
+      For a clusterset.local name (svc.ns.svc.clusterset.local,
+      host.cluster.svc.ns.svc.clusterset.local,
+      _port._proto.svc.ns.svc.clusterset.local, x.x.x.x.in-addr.arpa): the
+      objects in that member that decide its answer, the answer the mcs
+      plugin's own code computes from them, and why it is NXDOMAIN or
+      empty. --dns also asks that member's CoreDNS and says whether the
+      two agree. Answers are shaped as that CoreDNS shapes them (local-first,
+      max_answers) when --corefile names its Corefile, or with
+      --cluster-id, --locality and --max-answers.`
+
+// NewCmdMCS is the root command, kubectl mcs, with its subcommands
+// status and explain.
+func NewCmdMCS(streams genericiooptions.IOStreams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "mcs",
+		Short: "The state of a Multi-Cluster Services clusterset, read from every member cluster",
+		Long:  rootLong,
+		Annotations: map[string]string{
+			cobra.CommandDisplayNameAnnotation: "kubectl mcs",
+		},
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_ = cmd.Help()
+			return errors.New("a command is required: status or explain")
+		},
+	}
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see %s --help)", err, c.CommandPath())
+	})
+	root.AddCommand(NewCmdStatus(streams), NewCmdExplain(streams))
+	return root
+}
+
+// Run runs kubectl mcs with args (without the program name) and returns
+// the exit code: 0, or 1 after printing the error to stderr.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := NewCmdMCS(genericiooptions.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr})
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func printStructured(w io.Writer, format string, v any) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == "yaml" {
+		if raw, err = yaml.JSONToYAML(raw); err != nil {
+			return err
+		}
+		_, err = w.Write(raw)
+		return err
+	}
+	_, err = fmt.Fprintln(w, strings.TrimSpace(string(raw)))
+	return err
+}
