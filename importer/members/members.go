@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
-	"github.com/mcs-dns/mcs-dns/internal/kubeconfig"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/internal/memberconn"
 	"github.com/mcs-dns/mcs-dns/internal/tokenfile"
 )
 
@@ -67,7 +67,7 @@ type Member struct {
 // LoadConfig reads one context of a kubeconfig file (the default loading
 // rules when path is empty).
 func LoadConfig(path, contextName string) (*rest.Config, error) {
-	cfg, err := kubeconfig.Load(path, contextName)
+	cfg, err := memberconn.LoadKubeconfig(path, contextName)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func Reason(err error) string {
 		return "forbidden (the importer's RBAC role or binding is missing): " + err.Error()
 	case apierrors.IsNotFound(err) || errors.Is(err, mcsapi.ErrNotServed):
 		return "MCS API not served (CRDs not installed, deleted, or at another version): " + err.Error()
-	case errors.Is(err, mcsapi.ErrNoClusterIDValue):
+	case errors.Is(err, memberconn.ErrNoClusterIDValue):
 		return "bad ClusterProperty: " + err.Error()
 	}
 	return "unreachable: " + err.Error()
@@ -176,7 +176,7 @@ func Reason(err error) string {
 // counts towards a disruption (see Set).
 func Reached(err error) bool {
 	var idErr *IDError
-	if errors.As(err, &idErr) || errors.Is(err, mcsapi.ErrNoClusterIDValue) || errors.Is(err, mcsapi.ErrNotServed) {
+	if errors.As(err, &idErr) || errors.Is(err, memberconn.ErrNoClusterIDValue) || errors.Is(err, mcsapi.ErrNotServed) {
 		return true
 	}
 	var st apierrors.APIStatus
@@ -195,12 +195,12 @@ const (
 )
 
 // ClusterID reads the About API ClusterProperty cluster.clusterset.k8s.io
-// (mcsapi.ReadClusterID). When the property (or the About API) is absent
+// (memberconn.ReadClusterID). When the property (or the About API) is absent
 // the ID is fallback (the context name).
 func ClusterID(ctx context.Context, dyn dynamic.Interface, fallback string) (id, source string, err error) {
-	id, err = mcsapi.ReadClusterID(ctx, dyn)
+	id, err = memberconn.ReadClusterID(ctx, dyn)
 	switch {
-	case errors.Is(err, mcsapi.ErrNoClusterProperty):
+	case errors.Is(err, memberconn.ErrNoClusterProperty):
 		return fallback, idFromContext, nil
 	case err != nil:
 		return "", "", err

@@ -295,7 +295,7 @@ func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice
 		s.Err = ErrNoSourceCluster
 		return s
 	}
-	if err := ValidClusterID(id); err != nil {
+	if err := mcsapi.ValidateClusterID(id); err != nil {
 		s.Err = err
 		return s
 	}
@@ -365,8 +365,8 @@ endpoints:
 // isReady reads the ready condition as Kubernetes does: nil is ready.
 func isReady(ep discoveryv1.Endpoint) bool { return ep.Conditions.Ready == nil || *ep.Conditions.Ready }
 
-// ValidClusterID checks a cluster ID with the rule the importer applies
-// too (mcsapi.ValidateClusterID).
+// ValidClusterID is mcsapi.ValidateClusterID, the one cluster-ID rule;
+// new code calls that.
 func ValidClusterID(id string) error { return mcsapi.ValidateClusterID(id) }
 
 // ImportFromJSON reads a ServiceImport decoded by listwatchjson as ImportFromUnstructured reads the
