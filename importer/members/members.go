@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
-	"github.com/mcs-dns/mcs-dns/internal/kubeconfig"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/internal/memberconn"
 	"github.com/mcs-dns/mcs-dns/internal/tokenfile"
 )
 
@@ -67,7 +67,7 @@ type Member struct {
 // LoadConfig reads one context of a kubeconfig file (the default loading
 // rules when path is empty).
 func LoadConfig(path, contextName string) (*rest.Config, error) {
-	cfg, err := kubeconfig.Load(path, contextName)
+	cfg, err := memberconn.LoadKubeconfig(path, contextName)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func Reason(err error) string {
 		return "forbidden (the importer's RBAC role or binding is missing): " + err.Error()
 	case apierrors.IsNotFound(err) || errors.Is(err, mcsapi.ErrNotServed):
 		return "MCS API not served (CRDs not installed, deleted, or at another version): " + err.Error()
-	case errors.Is(err, mcsapi.ErrNoClusterIDValue):
+	case errors.Is(err, memberconn.ErrNoClusterIDValue):
 		return "bad ClusterProperty: " + err.Error()
 	}
 	return "unreachable: " + err.Error()
@@ -176,7 +176,7 @@ func Reason(err error) string {
 // counts towards a disruption (see Set).
 func Reached(err error) bool {
 	var idErr *IDError
-	if errors.As(err, &idErr) || errors.Is(err, mcsapi.ErrNoClusterIDValue) || errors.Is(err, mcsapi.ErrNotServed) {
+	if errors.As(err, &idErr) || errors.Is(err, memberconn.ErrNoClusterIDValue) || errors.Is(err, mcsapi.ErrNotServed) {
 		return true
 	}
 	var st apierrors.APIStatus
@@ -189,15 +189,15 @@ func Reached(err error) bool {
 
 // Where a member's cluster ID came from (Member.IDSource).
 const (
-	idFromProperty = mcsapi.MemberIDFromProperty
-	idFromContext  = mcsapi.MemberIDFromContext
+	idFromProperty = memberconn.MemberIDFromProperty
+	idFromContext  = memberconn.MemberIDFromContext
 	idKept         = "kept"
 )
 
-// ClusterID is mcsapi.MemberClusterID: the About API ClusterProperty
+// ClusterID is memberconn.MemberClusterID: the About API ClusterProperty
 // cluster.clusterset.k8s.io, else fallback (the context name).
 func ClusterID(ctx context.Context, dyn dynamic.Interface, fallback string) (id, source string, err error) {
-	return mcsapi.MemberClusterID(ctx, dyn, fallback)
+	return memberconn.MemberClusterID(ctx, dyn, fallback)
 }
 
 // ValidateID checks a member's cluster ID with the rule the plugin applies

@@ -295,7 +295,7 @@ func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice
 		s.Err = ErrNoSourceCluster
 		return s
 	}
-	if err := ValidClusterID(id); err != nil {
+	if err := mcsapi.ValidateClusterID(id); err != nil {
 		s.Err = err
 		return s
 	}
@@ -364,10 +364,6 @@ endpoints:
 
 // isReady reads the ready condition as Kubernetes does: nil is ready.
 func isReady(ep discoveryv1.Endpoint) bool { return ep.Conditions.Ready == nil || *ep.Conditions.Ready }
-
-// ValidClusterID checks a cluster ID with the rule the importer applies
-// too (mcsapi.ValidateClusterID).
-func ValidClusterID(id string) error { return mcsapi.ValidateClusterID(id) }
 
 // ImportFromJSON reads a ServiceImport decoded by listwatchjson as ImportFromUnstructured reads the
 // same object decoded into Unstructured. It never fails: a malformed

@@ -186,17 +186,6 @@ func TestSliceRejected(t *testing.T) {
 	}
 }
 
-func TestValidClusterID(t *testing.T) {
-	assert.NoError(t, ValidClusterID("east"))
-	assert.NoError(t, ValidClusterID("cluster-1.eu-west.prod"))
-	assert.Error(t, ValidClusterID("-east"))
-	assert.Error(t, ValidClusterID("East"))
-	assert.Error(t, ValidClusterID(""))
-	// The importer's rule: at most 63 characters in all (a label value).
-	assert.NoError(t, ValidClusterID(strings.Repeat("a", 63)))
-	assert.Error(t, ValidClusterID(strings.Repeat("a", 62)+".b"))
-}
-
 // TestDeepCopyEqual: copies are DeepEqual to the original, rejected slices
 // included (client-go's cache mutation detector compares them).
 func TestDeepCopyEqual(t *testing.T) {

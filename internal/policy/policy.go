@@ -11,10 +11,10 @@ import (
 	"net/netip"
 	"path"
 	"slices"
-	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 // APIVersion and Kind name the file format.
@@ -96,8 +96,10 @@ func Parse(data []byte) (*Policy, error) {
 		errs = append(errs, err)
 	}
 	for id, r := range f.Clusters {
-		if msgs := validation.IsDNS1123Subdomain(id); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("export policy: clusters: %q is not a cluster ID: %s", id, strings.Join(msgs, "; ")))
+		// The rule member IDs are held to: a key that breaks it could
+		// never match a member.
+		if err := mcsapi.ValidateClusterID(id); err != nil {
+			errs = append(errs, fmt.Errorf("export policy: clusters: %w", err))
 			continue
 		}
 		c, err := compile("clusters."+id, r, p.def)

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -75,6 +76,7 @@ func TestParseRefuses(t *testing.T) {
 		"bad CIDR":      "apiVersion: mcs-dns.io/v1alpha1\nkind: ExportPolicy\nclusters:\n  east:\n    addressRanges: [\"10.0.0.0/33\"]\n",
 		"negative":      "apiVersion: mcs-dns.io/v1alpha1\nkind: ExportPolicy\ndefault:\n  maxEndpoints: -1\n",
 		"bad ID":        "apiVersion: mcs-dns.io/v1alpha1\nkind: ExportPolicy\nclusters:\n  East_1: {}\n",
+		"long ID":       "apiVersion: mcs-dns.io/v1alpha1\nkind: ExportPolicy\nclusters:\n  " + strings.Repeat("a", 62) + ".b: {}\n", // no member can have it
 		"not YAML":      "{",
 	} {
 		_, err := Parse([]byte(doc))

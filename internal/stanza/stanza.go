@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
-	"github.com/mcs-dns/mcs-dns/internal/compact"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/internal/memberconn"
 )
 
 // Name is the plugin's directive.
@@ -77,7 +77,7 @@ func (o *Options) Parse(d *caddyfile.Dispenser) (bool, error) {
 		if len(args) != 1 {
 			return true, d.ArgErr()
 		}
-		if err := compact.ValidClusterID(args[0]); err != nil {
+		if err := mcsapi.ValidateClusterID(args[0]); err != nil {
 			return true, d.Errf("cluster_id: %v", err)
 		}
 		o.Shaping.ClusterID = args[0]
@@ -279,17 +279,9 @@ func Read(filename string, r io.Reader) ([]Stanza, error) {
 	return out, nil
 }
 
-// ReadClusterID reads the value of the About API (KEP-2149)
-// ClusterProperty cluster.clusterset.k8s.io, the ID the plugin takes for
-// its own cluster when no cluster_id is set. Unlike mcs-importer it has
-// no fallback: without the property no endpoint is local.
+// ReadClusterID reads the cluster ID the way the plugin does at start-up
+// (memberconn.ReadValidClusterID), for kubectl mcs to show the answers the
+// plugin would give.
 func ReadClusterID(ctx context.Context, dc dynamic.Interface) (string, error) {
-	id, err := mcsapi.ReadClusterID(ctx, dc)
-	if err != nil {
-		return "", err
-	}
-	if err := compact.ValidClusterID(id); err != nil {
-		return "", fmt.Errorf("ClusterProperty %s: %w", mcsapi.ClusterIDProperty, err)
-	}
-	return id, nil
+	return memberconn.ReadValidClusterID(ctx, dc)
 }

@@ -62,3 +62,7 @@ func TestReachabilityAge(t *testing.T) {
 	get()
 	assert.NotZero(t, r.lostAt.Load(), "a failure after that is seen")
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
-	"github.com/mcs-dns/mcs-dns/internal/stanza"
+	"github.com/mcs-dns/mcs-dns/internal/memberconn"
 )
 
 // Which cluster is "local": cluster_id, else the About API (KEP-2149)
@@ -48,7 +48,8 @@ func (c *controller) learnClusterID(ctx context.Context) {
 	log.Infof("cluster ID %q (ClusterProperty %s)", id, mcsapi.ClusterIDProperty)
 }
 
-// readClusterID reads the cluster ID as stanza.ReadClusterID, within
+// readClusterID reads the cluster ID (memberconn.ReadValidClusterID: no
+// fallback, and a value that is not a cluster ID is none), within
 // clusterIDWait.
 func readClusterID(ctx context.Context, cfg *rest.Config) (string, error) {
 	dc, err := dynamic.NewForConfig(cfg)
@@ -57,5 +58,5 @@ func readClusterID(ctx context.Context, cfg *rest.Config) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, clusterIDWait)
 	defer cancel()
-	return stanza.ReadClusterID(ctx, dc)
+	return memberconn.ReadValidClusterID(ctx, dc)
 }

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
-	"github.com/mcs-dns/mcs-dns/internal/kubeconfig"
+	"github.com/mcs-dns/mcs-dns/internal/memberconn"
 	"github.com/mcs-dns/mcs-dns/internal/stanza"
 )
 
@@ -190,8 +190,8 @@ func parse(c *caddy.Controller) (*config, error) {
 				if len(args) == 2 {
 					cfg.context = args[1]
 				}
-				rc, err := kubeconfig.Load(cfg.kubeconfig, cfg.context)
-				if errors.Is(err, kubeconfig.ErrNoContext) {
+				rc, err := memberconn.LoadKubeconfig(cfg.kubeconfig, cfg.context)
+				if errors.Is(err, memberconn.ErrNoContext) {
 					return nil, c.Errf("kubeconfig %s has no current-context: name the context (kubeconfig %s CONTEXT)", cfg.kubeconfig, cfg.kubeconfig)
 				}
 				if err != nil {

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/mcs-dns/mcs-dns/internal/kubeconfig"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/internal/memberconn"
 	"github.com/mcs-dns/mcs-dns/internal/tokenfile"
 )
 
@@ -122,7 +122,7 @@ func short(err error) string {
 // contexts returns the member contexts: want, checked against the
 // kubeconfig, or all of its contexts (sorted) when want is empty.
 func contexts(path string, want []string) ([]string, error) {
-	raw, err := kubeconfig.Raw(path)
+	raw, err := memberconn.RawKubeconfig(path)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func contexts(path string, want []string) ([]string, error) {
 	}
 	slices.Sort(all)
 	if len(all) == 0 {
-		return nil, fmt.Errorf("kubeconfig %s has no contexts", kubeconfig.Name(path))
+		return nil, fmt.Errorf("kubeconfig %s has no contexts", memberconn.KubeconfigName(path))
 	}
 	if len(want) == 0 {
 		return all, nil
@@ -145,7 +145,7 @@ func contexts(path string, want []string) ([]string, error) {
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("no context %s in kubeconfig %s; available contexts: %s",
-			strings.Join(missing, ", "), kubeconfig.Name(path), strings.Join(all, ", "))
+			strings.Join(missing, ", "), memberconn.KubeconfigName(path), strings.Join(all, ", "))
 	}
 	return want, nil
 }
@@ -167,7 +167,7 @@ func connect(ctx context.Context, f *memberFlags, names []string) []*member {
 // and the MCS API versions it serves.
 func connectOne(ctx context.Context, f *memberFlags, name string) *member {
 	m := &member{Context: name, ID: name}
-	cfg, err := kubeconfig.Load(f.kubeconfig, name)
+	cfg, err := memberconn.LoadKubeconfig(f.kubeconfig, name)
 	if err != nil {
 		m.Err = err
 		return m
@@ -195,7 +195,7 @@ func connectOne(ctx context.Context, f *memberFlags, name string) *member {
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.requestTimeout)
 	defer cancel()
-	if m.ID, m.IDSource, err = mcsapi.MemberClusterID(ctx, m.Dyn, name); err != nil {
+	if m.ID, m.IDSource, err = memberconn.MemberClusterID(ctx, m.Dyn, name); err != nil {
 		m.ID = name
 		m.Err = classify(name, op{verb: "get", resource: mcsapi.ClusterPropertyGVR.Resource + "." + mcsapi.AboutGroup, clusterScoped: true}, err)
 		return m

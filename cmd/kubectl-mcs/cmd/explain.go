@@ -11,7 +11,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/mcs-dns/mcs-dns/internal/dnsname"
-	"github.com/mcs-dns/mcs-dns/internal/kubeconfig"
+	"github.com/mcs-dns/mcs-dns/internal/memberconn"
 )
 
 // ExplainOptions are the options of kubectl mcs explain.
@@ -157,7 +157,7 @@ func (o *ExplainOptions) Validate() error {
 		o.qtype = dns.TypeSRV
 	}
 	if o.target == "" {
-		raw, err := kubeconfig.Raw(o.kubeconfig)
+		raw, err := memberconn.RawKubeconfig(o.kubeconfig)
 		if err != nil {
 			return err
 		}

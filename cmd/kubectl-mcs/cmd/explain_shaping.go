@@ -11,7 +11,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
-	"github.com/mcs-dns/mcs-dns/internal/compact"
 	"github.com/mcs-dns/mcs-dns/internal/dnsname"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/internal/stanza"
@@ -91,7 +90,7 @@ func resolveConfig(o *ExplainOptions) (*answerConfig, error) {
 		ac.zones = []string{dnsname.Lower(dns.Fqdn(o.Zone))}
 	}
 	if o.explicit["cluster-id"] {
-		if err := compact.ValidClusterID(o.ClusterID); err != nil {
+		if err := mcsapi.ValidateClusterID(o.ClusterID); err != nil {
 			return nil, fmt.Errorf("--cluster-id: %w", err)
 		}
 		ac.shaping.ClusterID, ac.info.ClusterIDFrom = o.ClusterID, "--cluster-id"
