@@ -116,7 +116,7 @@ func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member
 
 func (m *Member) discover(ctx context.Context, dc discovery.DiscoveryInterface) error {
 	var err error
-	if m.ID, m.IDSource, err = ClusterID(ctx, m.Dynamic, m.Context); err != nil {
+	if m.ID, m.IDSource, err = memberconn.MemberClusterID(ctx, m.Dynamic, m.Context); err != nil {
 		return err
 	}
 	gvr, err := mcsapi.ServedVersion(dc, mcsapi.ServiceExports)
@@ -193,12 +193,6 @@ const (
 	idFromContext  = memberconn.MemberIDFromContext
 	idKept         = "kept"
 )
-
-// ClusterID is memberconn.MemberClusterID: the About API ClusterProperty
-// cluster.clusterset.k8s.io, else fallback (the context name).
-func ClusterID(ctx context.Context, dyn dynamic.Interface, fallback string) (id, source string, err error) {
-	return memberconn.MemberClusterID(ctx, dyn, fallback)
-}
 
 // ValidateID checks a member's cluster ID with the rule the plugin applies
 // too (mcsapi.ValidateClusterID); an ID that breaks it keeps the member out.

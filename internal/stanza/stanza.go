@@ -8,7 +8,6 @@
 package stanza
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -19,11 +18,9 @@ import (
 	"github.com/coredns/coredns/plugin"
 	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/mcs-dns/mcs-dns/internal/answers"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
-	"github.com/mcs-dns/mcs-dns/internal/memberconn"
 )
 
 // Name is the plugin's directive.
@@ -277,11 +274,4 @@ func Read(filename string, r io.Reader) ([]Stanza, error) {
 		}
 	}
 	return out, nil
-}
-
-// ReadClusterID reads the cluster ID the way the plugin does at start-up
-// (memberconn.ReadValidClusterID), for kubectl mcs to show the answers the
-// plugin would give.
-func ReadClusterID(ctx context.Context, dc dynamic.Interface) (string, error) {
-	return memberconn.ReadValidClusterID(ctx, dc)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/internal/answers"
 	"github.com/mcs-dns/mcs-dns/internal/dnsname"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
+	"github.com/mcs-dns/mcs-dns/internal/memberconn"
 	"github.com/mcs-dns/mcs-dns/internal/stanza"
 )
 
@@ -120,7 +121,7 @@ func resolveConfig(o *ExplainOptions) (*answerConfig, error) {
 }
 
 // learnClusterID reads the member's cluster ID as the plugin does at
-// start-up (stanza.ReadClusterID) when none was given and some answer
+// start-up (memberconn.ReadValidClusterID) when none was given and some answer
 // could be local-first; without one, no endpoint is local.
 func (ac *answerConfig) learnClusterID(ctx context.Context, timeout time.Duration, m *member) {
 	defer ac.describe()
@@ -129,7 +130,7 @@ func (ac *answerConfig) learnClusterID(ctx context.Context, timeout time.Duratio
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	id, err := stanza.ReadClusterID(ctx, m.Dyn)
+	id, err := memberconn.ReadValidClusterID(ctx, m.Dyn)
 	if err != nil {
 		ac.info.ClusterIDFrom = "none, so no answer is local-first: " + err.Error()
 		return
