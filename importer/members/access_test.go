@@ -49,8 +49,15 @@ func TestProbeCoversWatch(t *testing.T) {
 	require.NoError(t, err)
 	cfg := rest.CopyConfig(east.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	m, err := Connect(ctx, cfg, "east")
-	require.NoError(t, err)
+	// The API server's authorizer learns of the new binding from its own
+	// informers: until then even the ClusterProperty read is forbidden.
+	var m *Member
+	var connErr error
+	connected := assert.Eventually(t, func() bool {
+		m, connErr = Connect(ctx, cfg, "east")
+		return connErr == nil
+	}, 30*time.Second, 100*time.Millisecond)
+	require.True(t, connected, "never connected as %s: %v", user, connErr)
 	m.Importing, m.ExportConditions = true, true
 	probeAfresh := func() error {
 		m.writeCheck.mu.Lock()

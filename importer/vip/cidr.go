@@ -348,11 +348,17 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 		}
 		a.IPs = strs
 		a.Annotations = map[string]string{mcsapi.AnnotationClusterSetIP: strings.Join(strs, ",")}
-		if p, ok := c.pending[key]; !ok || !equalAddrs(p.IPs, ips) {
-			c.pending[key] = Claim{Key: key, IPs: ips, Since: c.now()}
-			c.index.take(pendingSource{}, c.pending[key])
+		if c.shown(key, ips) {
+			// Already written and seen: nothing pending, so that when the
+			// import goes its address is free as soon as the caches say so.
+			c.forget(key)
+		} else {
+			if p, ok := c.pending[key]; !ok || !equalAddrs(p.IPs, ips) {
+				c.pending[key] = Claim{Key: key, IPs: ips, Since: c.now()}
+				c.index.take(pendingSource{}, c.pending[key])
+			}
+			c.decided[key] = c.now()
 		}
-		c.decided[key] = c.now()
 	}
 	switch {
 	case err != nil:
@@ -375,6 +381,17 @@ func (c *CIDR) Assign(_ context.Context, _ string, desired *mcsv1beta1.ServiceIm
 		}
 	}
 	return a, nil
+}
+
+// shown says whether some member's cache shows key holding exactly ips.
+// Called with mu held.
+func (c *CIDR) shown(key string, ips []netip.Addr) bool {
+	for g := range c.gens {
+		if cl, ok := c.index.sources[g][key]; ok && equalAddrs(cl.IPs, ips) {
+			return true
+		}
+	}
+	return false
 }
 
 // Release implements Provider. The VIP is released by the import's

@@ -273,3 +273,38 @@ func TestCIDRTieBreakIsTheSameForEveryImporter(t *testing.T) {
 		assert.Equal(t, []string{"10.250.0.1"}, got.IPs, "members in the order %s, %s", order[0].ID, order[1].ID)
 	}
 }
+
+// TestCIDRSteadyClaimFreedAtOnce: an import whose VIP every cache already
+// shows, decided again (a resync, a restart), leaves no pending decision
+// behind: when it is deleted, its address goes to the waiting import as
+// soon as the cache shows it gone, not after the pending hold.
+func TestCIDRSteadyClaimFreedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var c *CIDR
+	var woken []string
+	notify := func(ev members.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c != nil && ev.Kind == members.KindImport {
+			woken = append(woken, c.ImportChanged(ev)...)
+		}
+	}
+	east := fakeMember(t, "east", notify, ownedImport("ns", "a", "10.250.0.1", t0), ownedImport("ns", "b", "10.250.0.2", t0))
+	mu.Lock()
+	c = NewCIDR(mustPool(t, "10.250.0.0/30"), members.Static{east}) // 2 usable addresses
+	mu.Unlock()
+
+	got, err := c.Assign(ctx, "east", optedIn("ns", "a")) // decided again, as written
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.250.0.1"}, got.IPs)
+	got, err = c.Assign(ctx, "east", optedIn("ns", "x"))
+	require.NoError(t, err)
+	require.Empty(t, got.IPs)
+
+	require.NoError(t, east.MCS.MulticlusterV1beta1().ServiceImports("ns").Delete(ctx, "a", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(woken, "ns/x") }, 10*time.Second, 10*time.Millisecond)
+	got, err = c.Assign(ctx, "east", optedIn("ns", "x"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"10.250.0.1"}, got.IPs, "a's address, freed at once")
+}
