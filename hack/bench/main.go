@@ -67,6 +67,7 @@ type Options struct {
 	MemberChurnRate    float64
 	MemberChurn        time.Duration
 	MemberIdle         time.Duration
+	MemberSlowDelay    time.Duration
 	// MoreScales are further factors of start-up and RSS runs after the
 	// large one ("100"); none by default.
 	MoreScales string
@@ -130,6 +131,7 @@ func main() {
 	flag.Float64Var(&o.MemberChurnRate, "member-churn-rate", 5, "members: endpoint changes per second during the churn")
 	flag.DurationVar(&o.MemberChurn, "member-churn", time.Minute, "members: length of the churn")
 	flag.DurationVar(&o.MemberIdle, "member-idle", 30*time.Second, "members: window for the importer's idle CPU")
+	flag.DurationVar(&o.MemberSlowDelay, "member-slow-delay", 100*time.Millisecond, "members: the churn again with the last member behind a proxy delaying each way by this much (0: skip)")
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
 	flag.StringVar(&o.ExportType, "export-type", "headless", "importer: type of the exported Services, headless (answered: A = the endpoint's IP) or clustersetip (answered: NOERROR, since the importer may assign no VIP)")
 	flag.StringVar(&o.ImporterArgs, "importer-args", "", "importer: extra mcs-importer flags (default: its defaults)")

@@ -77,6 +77,8 @@ type MemberScaleResult struct {
 	FloorWrites     int64   `json:"floor_writes"`
 	FloorWorkers    int     `json:"floor_workers"`
 	FloorNotDone    string  `json:"floor_not_done,omitempty"`
+	// Slow: the churn again with one member behind a delaying proxy.
+	Slow *SlowMemberResult `json:"slow_member,omitempty"`
 }
 
 func scaleID(i int) string { return fmt.Sprintf("m%02d", i) }
@@ -328,29 +330,12 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	}
 	rng := rand.New(rand.NewPCG(uint64(m), 20261206))
 	n := int(b.Opt.MemberChurnRate * b.Opt.MemberChurn.Seconds())
-	tick := time.Duration(float64(time.Second) / b.Opt.MemberChurnRate)
-	next := time.Now()
-	for k := range n {
-		next = next.Add(tick)
-		if err := waitCtx(ctx, time.Until(next)); err != nil {
-			return err
-		}
-		i := rng.IntN(m)
-		_, slices := scaleSources(i)
-		s := slices[rng.IntN(len(slices))]
-		addr := fmt.Sprintf("10.250.%d.%d", k/250, 1+k%250)
-		cur, err := loaders[i].Kube.DiscoveryV1().EndpointSlices(scaleNS).Get(ctx, s.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		cur.Endpoints[0].Addresses = []string{addr}
-		if _, err := loaders[i].Kube.DiscoveryV1().EndpointSlices(scaleNS).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		churn.expect(addr, time.Now())
+	if err := b.churn(ctx, loaders, churn, n, 0, func() int { return rng.IntN(m) }); err != nil {
+		return err
 	}
 	lat, unseen := churn.wait(ctx, 30*time.Second)
 	r.ChurnChanges, r.ChurnUnseen = n, unseen
+	baseOthers, _, _ := churn.split(m - 1)
 	r.ChurnP50Ms, r.ChurnP99Ms, r.ChurnMaxMs = ms(percentileDur(lat, 0.5)), ms(percentileDur(lat, 0.99)), ms(percentileDur(lat, 1))
 	cpu1, _ := procCPUSeconds(pid)
 	w1, _, _ := importerCounters(ctx, metricsURL)
@@ -385,6 +370,16 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 		return fmt.Errorf("mcs-importer exited: %s", lastLines(imp.Output(), 3))
 	}
 	children.Stop(imp)
+
+	if b.Opt.MemberSlowDelay > 0 {
+		slow, err := b.slowMember(ctx, st, loaders, churn, m, rng)
+		if err != nil {
+			logf("member scale %d, slow member: %v", m, err)
+			slow = &SlowMemberResult{NotDone: err.Error()}
+		}
+		slow.BaseP50Ms, slow.BaseP99Ms = ms(percentileDur(baseOthers, 0.5)), ms(percentileDur(baseOthers, 0.99))
+		r.Slow = slow
+	}
 
 	// The floor: the objects the importer wrote into scaleNS, written
 	// again into another namespace of the same members by a writer that

@@ -234,3 +234,38 @@ func apiWritesSince(before, after map[string]int64) int64 {
 	}
 	return n
 }
+
+// reset forgets every change, for another churn run.
+func (c *churnSeen) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.by, c.early = map[string]time.Time{}, map[string]map[int]time.Time{}, map[string]map[int]time.Time{}
+}
+
+// split returns, for the changes every member but one (member) showed,
+// the latency to the farthest of the others, and for those member showed,
+// the latency to it; unseen counts changes some other member never showed.
+func (c *churnSeen) split(member int) (others, own []time.Duration, unseen int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for a, at := range c.at {
+		var last time.Time
+		n := 0
+		for i, t := range c.by[a] {
+			if i == member {
+				own = append(own, max(0, t.Sub(at)))
+				continue
+			}
+			n++
+			if t.After(last) {
+				last = t
+			}
+		}
+		if n < c.members-1 {
+			unseen++
+			continue
+		}
+		others = append(others, max(0, last.Sub(at)))
+	}
+	return others, own, unseen
+}

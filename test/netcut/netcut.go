@@ -1,6 +1,7 @@
 // Package netcut is a TCP proxy a test can cut: the process behind it
 // (an API server) keeps running, and only the clients that reach it
-// through the proxy lose it, as when a network path fails.
+// through the proxy lose it, as when a network path fails. It can also
+// delay what it forwards, as a far or overloaded member would.
 package netcut
 
 import (
@@ -14,9 +15,11 @@ import (
 // Proxy forwards connections from Addr to a target.
 type Proxy struct {
 	target, addr string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        map[net.Conn]bool
+	// delay is added to every chunk forwarded, each way (0: none).
+	delay time.Duration
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]bool
 }
 
 // Start listens on a free loopback port and forwards to target.
@@ -28,6 +31,20 @@ func Start(target string) (*Proxy, error) {
 	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]bool{}}
 	p.serve(ln)
 	return p, nil
+}
+
+// StartDelayed is Start with every chunk of data held for delay before it
+// is forwarded, in each direction: a round trip through the proxy takes
+// at least twice delay, while throughput is not limited (chunks in flight
+// overlap).
+func StartDelayed(target string, delay time.Duration) (*Proxy, error) {
+	p, err := Start(target)
+	if err == nil {
+		p.mu.Lock()
+		p.delay = delay
+		p.mu.Unlock()
+	}
+	return p, err
 }
 
 // Addr is the proxy's address (host:port), the same after a Resume.
@@ -73,15 +90,54 @@ func (p *Proxy) pipe(c net.Conn) {
 		up.Close()
 		return
 	}
+	p.mu.Lock()
+	delay := p.delay
+	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	go func() { _ = forward(up, c, delay); done <- struct{}{} }()
+	go func() { _ = forward(c, up, delay); done <- struct{}{} }()
 	<-done
 	c.Close()
 	up.Close()
 	<-done
 	p.track(c, false)
 	p.track(up, false)
+}
+
+// forward copies src to dst, each chunk no sooner than delay after it
+// was read.
+func forward(dst io.Writer, src io.Reader, delay time.Duration) error {
+	if delay <= 0 {
+		_, err := io.Copy(dst, src)
+		return err
+	}
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	q := make(chan chunk, 1024)
+	go func() {
+		defer close(q)
+		for {
+			b := make([]byte, 32<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				q <- chunk{b[:n], time.Now().Add(delay)}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for ch := range q {
+		time.Sleep(time.Until(ch.at))
+		if _, err := dst.Write(ch.b); err != nil {
+			for range q { // let the reader finish once src is closed
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // Cut closes the listener and every connection: the target is
