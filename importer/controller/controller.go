@@ -103,6 +103,7 @@ type Controller struct {
 	// queueStop makes ShutDown safe to call twice (the queue's is not).
 	queueStop sync.Once
 	metrics   *Metrics
+	prop      *propagation
 	now       func() time.Time
 
 	// wantsClusterSetIP is the VIP provider's policy, when it gives
@@ -191,6 +192,7 @@ func New(o Options) *Controller {
 	c.metrics = newMetrics(reg, func() float64 { return float64(c.queue.Len()) }, func() float64 {
 		return float64(c.passes.owed())
 	}, func() float64 { return float64(c.conflicted.Len()) })
+	c.prop = newPropagation(reg)
 	c.stateLabel = map[string]string{}
 	c.refreshMemberStates("")
 	// A VIP provider that writes objects of its own (derived Services)
@@ -376,10 +378,12 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		p = passFull
 	}
 	start := time.Now()
+	carried := c.prop.started(k)
 	// A member that hangs must not hold a worker forever.
 	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	err := c.reconcile(rctx, k, p)
 	cancel()
+	c.prop.finished(k, carried, err == nil)
 	if c.afterPass != nil {
 		if herr := c.afterPass(k, p); err == nil {
 			err = herr

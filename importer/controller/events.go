@@ -2,6 +2,7 @@ package controller
 
 import (
 	"strings"
+	"time"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
@@ -40,8 +41,12 @@ func (c *Controller) Notify(ev members.Event) {
 		// Only exported Services matter; an export event enqueues the key
 		// itself, so nothing is missed when the Service comes first.
 		if c.hasExport(ev.Namespace, ev.Name) {
+			c.prop.changed(key(ev.Namespace, ev.Name), sourceID(ev), time.Now())
 			c.addServe(key(ev.Namespace, ev.Name))
 		}
+	case members.KindExport:
+		c.prop.changed(key(ev.Namespace, ev.Name), sourceID(ev), time.Now())
+		c.addServe(key(ev.Namespace, ev.Name))
 	default:
 		c.addServe(key(ev.Namespace, ev.Name))
 	}
@@ -141,4 +146,12 @@ func (c *Controller) EnqueueAll() {
 			}
 		}
 	}
+}
+
+// sourceID is the cluster ID of the member an event came from.
+func sourceID(ev members.Event) string {
+	if ev.Member == nil {
+		return ""
+	}
+	return ev.Member.ID
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -89,7 +90,14 @@ func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member
 	// and the operator set no rate.
 	m.limiter = limitClients(cfg)
 	var err error
-	if m.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+	// Services, EndpointSlices and the rest of the built-in types in
+	// protobuf: encoding and decoding them is a fraction of JSON's CPU and
+	// garbage, and the importer writes and watches them in every member.
+	// (ServiceImports and ServiceExports are CRDs: JSON only.)
+	kcfg := rest.CopyConfig(cfg)
+	kcfg.ContentType = runtime.ContentTypeProtobuf
+	kcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	if m.Kube, err = kubernetes.NewForConfig(kcfg); err != nil {
 		return nil, fmt.Errorf("context %q: %w", contextName, err)
 	}
 	if m.MCS, err = mcsclient.NewForConfig(cfg); err != nil {
