@@ -359,25 +359,30 @@ func conflictCondition(valid bool, conflicts []string, winner string) metav1.Con
 	return c
 }
 
-// ReadyCondition is an export's Ready condition. pending lists the
-// clusters where the import should exist but does not yet; blocked lists,
-// one entry per cluster ("cluster: Kind ns/name, ..."), the objects not
+// ReadyCondition is an export's Ready condition. imported counts the
+// member clusters that hold the ServiceImport (those out of reach within
+// their grace period included: they still serve it); pending lists the
+// clusters where it should exist but does not yet; blocked lists, one
+// entry per cluster ("cluster: Kind ns/name, ..."), the objects not
 // managed by mcs-importer that hold names it needs (a ServiceImport of the
 // same name, a derived Service's or a mirrored slice's name): mcs-importer
 // leaves them alone, and the export is not fully served.
-func ReadyCondition(valid bool, pending, blocked []string) metav1.Condition {
+func ReadyCondition(valid bool, imported int, pending, blocked []string) metav1.Condition {
 	c := metav1.Condition{Type: string(mcsv1beta1.ServiceExportConditionReady), Status: metav1.ConditionFalse}
 	switch {
 	case !valid:
 		c.Reason, c.Message = string(mcsv1beta1.ServiceExportReasonFailed), "not exported: the export is not valid (see the Valid condition)"
 	case len(blocked) > 0:
 		c.Reason = string(mcsv1beta1.ServiceExportReasonFailed)
-		c.Message = "objects mcs-importer does not manage hold names it needs, and are left alone: " + strings.Join(blocked, "; ")
+		c.Message = fmt.Sprintf("imported in %d member cluster(s); objects mcs-importer does not manage hold names it needs, and are left alone: %s",
+			imported, strings.Join(blocked, "; "))
 	case len(pending) > 0:
 		c.Reason = string(mcsv1beta1.ServiceExportReasonPending)
-		c.Message = "waiting for the ServiceImport in cluster(s) " + strings.Join(pending, ", ")
+		c.Message = fmt.Sprintf("imported in %d of %d member cluster(s); waiting for the ServiceImport in %s",
+			imported, imported+len(pending), strings.Join(pending, ", "))
 	default:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonExported), "the ServiceImport exists in every member cluster that has the namespace"
+		c.Status, c.Reason = metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonExported)
+		c.Message = fmt.Sprintf("imported in all %d member cluster(s) that have the namespace", imported)
 	}
 	return c
 }

@@ -264,7 +264,7 @@ func TestValidity(t *testing.T) {
 			} else {
 				assert.Nil(t, r.Import, "no valid export, no import")
 				assert.Empty(t, r.Slices, "an invalid export's endpoints are withdrawn")
-				ready := ReadyCondition(false, nil, nil)
+				ready := ReadyCondition(false, 0, nil, nil)
 				assert.Equal(t, metav1.ConditionFalse, ready.Status)
 			}
 		})
@@ -321,16 +321,17 @@ func TestImportFields(t *testing.T) {
 }
 
 func TestReadyCondition(t *testing.T) {
-	c := ReadyCondition(true, nil, nil)
-	assert.Equal(t, metav1.Condition{Type: "Ready", Status: "True", Reason: "Exported", Message: c.Message}, c)
-	c = ReadyCondition(true, []string{"west", "north"}, nil)
+	c := ReadyCondition(true, 3, nil, nil)
+	assert.Equal(t, metav1.Condition{Type: "Ready", Status: "True", Reason: "Exported",
+		Message: "imported in all 3 member cluster(s) that have the namespace"}, c)
+	c = ReadyCondition(true, 1, []string{"west", "north"}, nil)
 	assert.Equal(t, "Pending", c.Reason)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
-	assert.Contains(t, c.Message, "west, north")
-	c = ReadyCondition(true, []string{"west"}, []string{"north: ServiceImport ns/web", "east: EndpointSlice ns/web-x, Service ns/derived-y"})
+	assert.Equal(t, "imported in 1 of 3 member cluster(s); waiting for the ServiceImport in west, north", c.Message)
+	c = ReadyCondition(true, 1, []string{"west"}, []string{"north: ServiceImport ns/web", "east: EndpointSlice ns/web-x, Service ns/derived-y"})
 	assert.Equal(t, "Failed", c.Reason)
 	assert.Contains(t, c.Message, "north: ServiceImport ns/web; east: EndpointSlice ns/web-x, Service ns/derived-y")
-	c = ReadyCondition(false, nil, nil)
+	c = ReadyCondition(false, 0, nil, nil)
 	assert.Equal(t, "Failed", c.Reason)
 }
 

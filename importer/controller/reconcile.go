@@ -114,11 +114,21 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 	})
 	var errs []error
 	var pending, blocked []string
+	importedIn := 0
 	for i, v := range views {
 		if !v.up {
+			// Out of reach within its grace period: what its cache shows
+			// it holds, it still serves (so that a flap does not rewrite
+			// every export's condition).
+			if cur := v.c.Import(ns, name); cur != nil && members.Owned(cur) && res.Import != nil {
+				importedIn++
+			}
 			continue
 		}
 		o := outs[i]
+		if o.present && len(o.inTheWay) == 0 && res.Import != nil && v.c.NamespaceActive(ns) {
+			importedIn++
+		}
 		errs = append(errs, o.err)
 		switch {
 		case !v.c.NamespaceActive(ns) || res.Import == nil:
@@ -144,7 +154,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 			return nil
 		}
 		er := res.Exports[i]
-		ready := aggregate.ReadyCondition(er.Valid, pending, blocked)
+		ready := aggregate.ReadyCondition(er.Valid, importedIn, pending, blocked)
 		if err := c.applyExportStatus(ctx, v, in.Exports[i].Export, now, er.ValidCondition, er.ConflictCondition, ready); err != nil {
 			return fmt.Errorf("cluster %s: ServiceExport status: %w", v.m.ID, err)
 		}
