@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -102,8 +104,11 @@ func (b *Bench) slowMember(ctx context.Context, st *stack.Stack, loaders []*Load
 		return r, err
 	}
 	defer children.Stop(imp)
-	// It finds everything written already: once it is quiet, every member
-	// is joined and up to date.
+	// It finds everything written already: once every member is up and it
+	// is quiet, every member is joined and up to date.
+	if err := waitMembersUp(ctx, metricsURL, m, 5*time.Minute); err != nil {
+		return r, err
+	}
 	if _, _, err := waitImporterQuiet(ctx, metricsURL, 3*time.Second, 5*time.Minute); err != nil {
 		return r, err
 	}
@@ -123,4 +128,45 @@ func (b *Bench) slowMember(ctx context.Context, st *stack.Stack, loaders []*Load
 		return r, fmt.Errorf("mcs-importer exited: %s", lastLines(imp.Output(), 3))
 	}
 	return r, nil
+}
+
+// waitMembersUp polls the importer's metrics until n members are up
+// (mcs_importer_member_state{state="up"} is 1 for n series).
+func waitMembersUp(ctx context.Context, url string, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	up := 0
+	for {
+		if body, err := get(ctx, url); err == nil {
+			up = 0
+			for _, line := range strings.Split(body, "\n") {
+				if strings.HasPrefix(line, "mcs_importer_member_state{") && strings.Contains(line, `state="up"`) && strings.HasSuffix(line, " 1") {
+					up++
+				}
+			}
+			if up >= n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d members up after %s", up, n, limit)
+		}
+		if err := waitCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// get returns the body of a GET of url.
+func get(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }
