@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -763,4 +764,33 @@ func TestSliceUpToDateAgainstSlimCopies(t *testing.T) {
 	relabelled := stamped.DeepCopy()
 	relabelled.Labels["extra"] = "x"
 	assert.False(t, SliceUpToDate(relabelled, slim), "labels still count")
+}
+
+// TestPortsEqual: the written-out comparison agrees with
+// equality.Semantic.DeepEqual (nil and empty lists alike).
+func TestPortsEqual(t *testing.T) {
+	str := func(s string) *string { return &s }
+	i32 := func(v int32) *int32 { return &v }
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	p := func(name string, proto *corev1.Protocol, port int32, app *string) discoveryv1.EndpointPort {
+		return discoveryv1.EndpointPort{Name: str(name), Protocol: proto, Port: i32(port), AppProtocol: app}
+	}
+	lists := [][]discoveryv1.EndpointPort{
+		nil, {},
+		{p("http", &tcp, 80, nil)},
+		{p("http", &tcp, 80, str("h2c"))},
+		{p("http", &udp, 80, nil)},
+		{p("http", nil, 80, nil)},
+		{p("dns", &tcp, 80, nil)},
+		{p("http", &tcp, 81, nil)},
+		{{Name: nil, Protocol: &tcp, Port: i32(80)}},
+		{p("http", &tcp, 80, nil), p("dns", &udp, 53, nil)},
+		{p("dns", &udp, 53, nil), p("http", &tcp, 80, nil)},
+	}
+	for i, a := range lists {
+		for j, b := range lists {
+			want := equality.Semantic.DeepEqual(a, b) || (len(a) == 0 && len(b) == 0)
+			assert.Equal(t, want, portsEqual(a, b), "%d vs %d", i, j)
+		}
+	}
 }
