@@ -12,6 +12,8 @@
 //	kubectl mcs explain NAME [TYPE] --in CONTEXT [--dns ADDR] [--corefile FILE]
 //	    [--cluster-id ID] [--locality local-first|none|default] [--max-answers N]
 //	    [--endpointslice-managers M,...] [--zone ZONE] (and status's flags)
+//	kubectl mcs wait NAME [TYPE] [--for resolvable|endpoints=N] [--in CONTEXT]...
+//	    [--dns CONTEXT=ADDR]... [--timeout D] [--interval D]
 //
 // status shows, per exported service, each export's conditions, each
 // member's ServiceImport and the ready endpoints it mirrors per source
@@ -22,7 +24,9 @@
 // whether that member's CoreDNS agrees. It shapes the answer as that
 // CoreDNS does (local-first, max_answers) when --corefile names its
 // Corefile, whose mcs stanza it reads with the plugin's own parser, or
-// with --cluster-id, --locality and --max-answers. The commands are
+// with --cluster-id, --locality and --max-answers. wait polls explain's
+// computation until the name answers in the members named (exit code 0,
+// 1 when not by --timeout, 2 when it cannot start). The commands are
 // package cmd (cobra, with kubectl's genericclioptions.ConfigFlags).
 package main
 

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -184,7 +185,21 @@ func (o *ExplainOptions) Validate() error {
 // the name's service), computes the answer, asks CoreDNS with --dns, and
 // prints the report.
 func (o *ExplainOptions) Run(c *cobra.Command) error {
-	ctx := c.Context()
+	rep, err := o.report(c.Context(), true)
+	if err != nil {
+		return err
+	}
+	switch o.Output {
+	case "json", "yaml":
+		return printStructured(o.Out, o.Output, rep)
+	}
+	printExplain(o.Out, rep)
+	return nil
+}
+
+// report is the report Run prints; warn says whether members that cannot
+// be read are warned of on ErrOut.
+func (o *ExplainOptions) report(ctx context.Context, warn bool) (*ExplainReport, error) {
 	ms := connect(ctx, &o.memberFlags, o.members)
 	var target *member
 	for _, m := range ms {
@@ -193,10 +208,10 @@ func (o *ExplainOptions) Run(c *cobra.Command) error {
 		}
 	}
 	if target.Err != nil {
-		return target.Err
+		return nil, target.Err
 	}
 	for _, m := range ms {
-		if m.Err != nil {
+		if m.Err != nil && warn {
 			fmt.Fprintf(o.ErrOut, "warning: %v (its ServiceExports are not known)\n", m.Err)
 		}
 	}
@@ -210,17 +225,12 @@ func (o *ExplainOptions) Run(c *cobra.Command) error {
 		err = o.explainForward(ctx, ms, target, rep)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if o.DNS != "" {
 		rep.DNS = checkDNS(o.DNS, o.qname, o.qtype, rep)
 	}
-	switch o.Output {
-	case "json", "yaml":
-		return printStructured(o.Out, o.Output, rep)
-	}
-	printExplain(o.Out, rep)
-	return nil
+	return rep, nil
 }
 
 // ExplainReport is what `kubectl mcs explain` prints (-o json|yaml).

@@ -29,7 +29,7 @@ contexts: [{name: east, context: {cluster: a, user: a}}, {name: west, context: {
 		out  string
 	}{
 		{[]string{"--help"}, 0, "kubectl mcs status [SERVICE]"},
-		{[]string{}, 1, "a command is required: status or explain"},
+		{[]string{}, 1, "a command is required: status, explain or wait"},
 		{[]string{"frobnicate"}, 1, `unknown command "frobnicate"`},
 		{[]string{"status", "-o", "xml"}, 1, `-o "xml": want table, json or yaml`},
 		{[]string{"status", "a", "b"}, 1, "usage: kubectl mcs status [SERVICE]"},
@@ -41,6 +41,12 @@ contexts: [{name: east, context: {cluster: a, user: a}}, {name: west, context: {
 		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--max-answers", "5000"}, 1, `--max-answers: max_answers "5000" is not a number in 1..4096`},
 		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--cluster-id", "Not_One"}, 1, `--cluster-id: cluster ID "Not_One" is not valid (a DNS-1123 subdomain`},
 		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--corefile", "/nonexistent/Corefile"}, 1, `--corefile: open /nonexistent/Corefile: no such file or directory`},
+		{[]string{"wait", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--for", "ready"}, 2, `--for "ready": want resolvable or endpoints=N`},
+		{[]string{"wait", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--for", "endpoints=0"}, 2, `want endpoints=N with N at least 1`},
+		{[]string{"wait", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "north"}, 2, `no context "north"`},
+		{[]string{"wait", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--dns", "west=127.0.0.1:53"}, 2, `--dns names "west", which is not a member waited for (east)`},
+		{[]string{"wait", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--bogus"}, 2, `unknown flag: --bogus`},
+		{[]string{"wait"}, 2, `usage: kubectl mcs wait NAME`},
 		{[]string{"explain", "web.demo.svc.clusterset.local", "--kubeconfig", kc, "--in", "east", "--corefile", corefile}, 1, `--corefile: ` + corefile + `:3 - Error during parsing: max_answers "0" is not a number in 1..4096`},
 	} {
 		code, out, errOut := kubectl(tc.args...)

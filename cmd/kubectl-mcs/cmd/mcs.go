@@ -3,7 +3,8 @@
 // every member's exports, imports and mirrored endpoints; `explain`
 // shows, for one clusterset.local name in one member, the objects that
 // decide its answer, that answer computed with the plugin's own code, and
-// why it is empty. It only reads.
+// why it is empty; `wait` polls that computation until the name answers
+// in the members named. It only reads.
 //
 // It is shaped like kubectl's own commands (k8s.io/sample-cli-plugin): a
 // cobra command per subcommand, each with one options type (StatusOptions,
@@ -18,7 +19,7 @@
 // flow), explain_read.go (the objects of one name), explain_answer.go (the
 // answer, computed and asked of CoreDNS), explain_shaping.go (--corefile
 // and the shaping flags), explain_reasons.go (why an answer is empty) and
-// explain_print.go.
+// explain_print.go; wait.go.
 package cmd
 
 import (
@@ -53,7 +54,12 @@ and the mcs CoreDNS plugin), read from every member cluster. It only reads.
       empty. --dns also asks that member's CoreDNS and says whether the
       two agree. Answers are shaped as that CoreDNS shapes them (local-first,
       max_answers) when --corefile names its Corefile, or with
-      --cluster-id, --locality and --max-answers.`
+      --cluster-id, --locality and --max-answers.
+  kubectl mcs wait NAME [TYPE] [--for resolvable|endpoints=N] [--in CONTEXT]... [--timeout D]
+      Waits until the name answers as asked in every member named (and,
+      with --dns CONTEXT=ADDR, in its CoreDNS); exit code 0 when it does,
+      1 when some member did not by --timeout (explain's reasons printed),
+      2 when it could not start.`
 
 // NewCmdMCS is the root command, kubectl mcs, with its subcommands
 // status and explain.
@@ -70,7 +76,7 @@ func NewCmdMCS(streams genericiooptions.IOStreams) *cobra.Command {
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = cmd.Help()
-			return errors.New("a command is required: status or explain")
+			return errors.New("a command is required: status, explain or wait")
 		},
 	}
 	root.SetIn(streams.In)
@@ -79,12 +85,13 @@ func NewCmdMCS(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see %s --help)", err, c.CommandPath())
 	})
-	root.AddCommand(NewCmdStatus(streams), NewCmdExplain(streams))
+	root.AddCommand(NewCmdStatus(streams), NewCmdExplain(streams), NewCmdWait(streams))
 	return root
 }
 
 // Run runs kubectl mcs with args (without the program name) and returns
-// the exit code: 0, or 1 after printing the error to stderr.
+// the exit code: 0, or after printing the error to stderr 1 (wait: 1 when
+// the condition was not met, 2 when it could not be checked).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := NewCmdMCS(genericiooptions.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr})
 	root.SetArgs(args)
@@ -93,6 +100,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		fmt.Fprintf(stderr, "error: %v\n", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
 		return 1
 	}
 	return 0

@@ -467,6 +467,50 @@ func TestKubectlMCS(t *testing.T) {
 		assert.Contains(t, out, "CoreDNS at "+b.dns+" agrees: NOERROR")
 	})
 
+	t.Run("wait", func(t *testing.T) {
+		kc := []string{"--kubeconfig", set.Kubeconfig, "--contexts", members, "--interval", "200ms"}
+		wait := func(args ...string) (int, string, string) {
+			return kubectl(append(append([]string{"wait"}, args...), kc...)...)
+		}
+		code, out, errOut := wait("web.shop.svc.clusterset.local", "--timeout", "30s", "--dns", "east="+b.dns)
+		assert.Equal(t, 0, code, out+errOut)
+		for _, m := range []string{"east", "west", "north"} {
+			assert.Contains(t, out, m+": web.shop.svc.clusterset.local. A resolvable: ", m)
+		}
+		assert.Contains(t, out, "(CoreDNS at "+b.dns+" agrees)")
+		code, out, errOut = wait("db.shop.svc.clusterset.local", "--for", "endpoints=2", "--in", "west", "--timeout", "30s")
+		assert.Equal(t, 0, code, out+errOut)
+		assert.Contains(t, out, "west: db.shop.svc.clusterset.local. A endpoints=2: 2 ready endpoint addresses")
+
+		// Not met by the timeout: exit code 1, and explain's reason.
+		code, out, errOut = wait("idle.shop.svc.clusterset.local", "--in", "east", "--timeout", "2s")
+		assert.Equal(t, cmd.ExitNotMet, code, out+errOut)
+		assert.Contains(t, out, "east: idle.shop.svc.clusterset.local. A not resolvable after 2s: ")
+		assert.Contains(t, errOut, "1 of 1 member(s) not resolvable after 2s: east")
+		code, out, errOut = wait("db.shop.svc.clusterset.local", "--for", "endpoints=3", "--in", "west", "--timeout", "1s")
+		assert.Equal(t, cmd.ExitNotMet, code, out+errOut)
+		assert.Contains(t, out, "2 of 3 ready endpoint addresses")
+
+		// A name that comes while it waits.
+		type result struct {
+			code     int
+			out, err string
+		}
+		done := make(chan result, 1)
+		go func() {
+			code, out, errOut := wait("late.shop.svc.clusterset.local", "--timeout", "50s")
+			done <- result{code, out, errOut}
+		}()
+		time.Sleep(time.Second)
+		mkService(t, west, "late", false, ep{ip: "10.2.9.1", ready: true})
+		export(t, west, "late")
+		r := <-done
+		assert.Equal(t, 0, r.code, r.out+r.err)
+		for _, m := range []string{"east", "west", "north"} {
+			assert.Contains(t, r.out, m+": late.shop.svc.clusterset.local. A resolvable: ", m)
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		code, _, errOut := kubectl("status", "--kubeconfig", set.Kubeconfig, "--contexts", "east,nope")
 		assert.Equal(t, 1, code)
