@@ -14,7 +14,8 @@ import (
 // to each member's last write, per member. A reconcile that writes
 // nothing observes nothing (the change needed no write); one that fails
 // keeps the times, so that a change carried only by a retry counts its
-// retries.
+// retries. A nil *propagation records nothing (controllers built by
+// hand in tests).
 type propagation struct {
 	mu sync.Mutex
 	// seen: per key, per source cluster, the first change not yet carried.
@@ -53,6 +54,9 @@ func newPropagation(reg prometheus.Registerer) *propagation {
 // changed records a change of key seen in source at t, unless an earlier
 // one is still to be carried.
 func (p *propagation) changed(key, source string, t time.Time) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.seen[key]
@@ -68,6 +72,9 @@ func (p *propagation) changed(key, source string, t time.Time) {
 // wrote records a write of key's objects into member at t, if a change
 // of key waits to be carried.
 func (p *propagation) wrote(key, member string, t time.Time) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.seen[key]) == 0 {
@@ -85,6 +92,9 @@ func (p *propagation) wrote(key, member string, t time.Time) {
 // changes it carries (those seen so far), and forgets writes of earlier
 // reconciles.
 func (p *propagation) started(key string) map[string]time.Time {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.writes, key)
@@ -103,6 +113,9 @@ func (p *propagation) started(key string) map[string]time.Time {
 // changes it carried are observed (if it wrote) and forgotten; changes
 // seen during it stay for the next one.
 func (p *propagation) finished(key string, carried map[string]time.Time, ok bool) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	writes := p.writes[key]
@@ -138,12 +151,4 @@ func (p *propagation) finished(key string, carried map[string]time.Time, ok bool
 	if len(s) == 0 {
 		delete(p.seen, key)
 	}
-}
-
-// forget drops what is recorded of key (it is no longer exported).
-func (p *propagation) forget(key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.seen, key)
-	delete(p.writes, key)
 }

@@ -83,6 +83,11 @@ func LoadConfig(path, contextName string) (*rest.Config, error) {
 func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "mcs-importer"
+	// No gzip: each of the importer's watches (five per member) would
+	// keep a decompressor of its own, and decompressing costs CPU on
+	// every event; what the importer reads is small objects, one at a
+	// time, after the initial lists.
+	cfg.DisableCompression = true
 	m := &Member{Context: contextName, Config: cfg}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return retryWhileAway(rt, m.cachesStopped) })
 	// One limiter for every client of the member (kube, MCS, dynamic,
