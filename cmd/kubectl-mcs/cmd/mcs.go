@@ -36,7 +36,7 @@ import (
 )
 
 const rootLong = `kubectl mcs: the state of a Multi-Cluster Services clusterset (mcs-importer
-and the mcs CoreDNS plugin), read from every member cluster. It only reads.
+and the mcs CoreDNS plugin), read from every member cluster; status and explain only read.
 
   kubectl mcs status [SERVICE] [flags]
       One row per exported service: the exporting clusters and their
@@ -53,7 +53,18 @@ and the mcs CoreDNS plugin), read from every member cluster. It only reads.
       empty. --dns also asks that member's CoreDNS and says whether the
       two agree. Answers are shaped as that CoreDNS shapes them (local-first,
       max_answers) when --corefile names its Corefile, or with
-      --cluster-id, --locality and --max-answers.`
+      --cluster-id, --locality and --max-answers.
+
+It also sets members up (these write):
+
+  kubectl mcs join --hosting-context HOST --member-context MEMBER [flags]
+      Make a cluster a member: the CRDs, the importer's identity and a
+      token in it, its context in the importer's kubeconfig Secret in HOST.
+  kubectl mcs unjoin --hosting-context HOST --member-context MEMBER
+      Undo join: exactly what join added goes.
+  kubectl mcs dns --context MEMBER [--apply | --undo] [--server IP]
+      The Corefile block that sends clusterset.local from the member's
+      cluster DNS to our CoreDNS: printed, applied or removed.`
 
 // NewCmdMCS is the root command, kubectl mcs, with its subcommands
 // status and explain.
@@ -70,7 +81,7 @@ func NewCmdMCS(streams genericiooptions.IOStreams) *cobra.Command {
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = cmd.Help()
-			return errors.New("a command is required: status or explain")
+			return errors.New("a command is required: status, explain, join, unjoin or dns")
 		},
 	}
 	root.SetIn(streams.In)
@@ -79,7 +90,7 @@ func NewCmdMCS(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see %s --help)", err, c.CommandPath())
 	})
-	root.AddCommand(NewCmdStatus(streams), NewCmdExplain(streams))
+	root.AddCommand(NewCmdStatus(streams), NewCmdExplain(streams), NewCmdJoin(streams), NewCmdUnjoin(streams), NewCmdDNS(streams))
 	return root
 }
 
