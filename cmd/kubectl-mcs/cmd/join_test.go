@@ -303,4 +303,3 @@ func keys[V any](m map[string]V) []string {
 	}
 	return out
 }
-
