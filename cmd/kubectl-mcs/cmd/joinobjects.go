@@ -124,10 +124,10 @@ func (r *report) kept(where, object, why string) {
 	fmt.Fprintf(r.out, "%-8s %-16s %s (%s)\n", where, "kept", object, why)
 }
 
-// contentOf is what join compares and writes of an existing object:
-// every top-level field but apiVersion, kind, metadata and status (an
-// RBAC object's rules, roleRef or subjects; nothing for a Namespace or
-// ServiceAccount).
+// contentOf is what join compares and writes of an existing object: the
+// manifest's top-level fields but apiVersion, kind, metadata and status
+// (an RBAC object's rules, roleRef or subjects; nothing for a Namespace
+// or ServiceAccount).
 func contentOf(o *unstructured.Unstructured) map[string]any {
 	out := map[string]any{}
 	for k, v := range o.Object {
@@ -168,14 +168,19 @@ func ensure(ctx context.Context, dyn dynamic.Interface, want *unstructured.Unstr
 		// be installed on purpose, and replacing it could drop objects.
 		return "", nil
 	}
-	wantContent, haveContent := contentOf(want), contentOf(have)
-	if equality.Semantic.DeepEqual(wantContent, haveContent) {
+	// Only what the manifest says is compared: fields the API server
+	// fills in (a Namespace's spec.finalizers) are not join's.
+	wantContent := contentOf(want)
+	same := true
+	for k, v := range wantContent {
+		if !equality.Semantic.DeepEqual(v, have.Object[k]) {
+			same = false
+		}
+	}
+	if same {
 		return "", nil
 	}
 	upd := have.DeepCopy()
-	for k := range haveContent {
-		delete(upd.Object, k)
-	}
 	for k, v := range wantContent {
 		upd.Object[k] = v
 	}
