@@ -7,14 +7,13 @@ import (
 	"strings"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	"github.com/mcs-dns/mcs-dns/deploy/crds"
 	memberdeploy "github.com/mcs-dns/mcs-dns/deploy/member"
@@ -195,21 +194,18 @@ func ensure(ctx context.Context, dyn dynamic.Interface, want *unstructured.Unstr
 // memberObjects are the objects join ensures in a member, in install
 // order: the CRDs, then deploy/member's manifests.
 func memberObjects() (crdObjs, identity []*unstructured.Unstructured, err error) {
-	all, err := crds.All()
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, crd := range all {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
+	// The files as they are (not crds.All's typed, defaulted copies): what
+	// `kubectl apply -k deploy/crds` would send.
+	for _, name := range crds.Files {
+		raw, err := crds.Raw(name)
 		if err != nil {
 			return nil, nil, err
 		}
-		u := &unstructured.Unstructured{Object: m}
-		u.SetAPIVersion(apiextensionsv1.SchemeGroupVersion.String())
-		u.SetKind("CustomResourceDefinition")
-		unstructured.RemoveNestedField(u.Object, "status")
-		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-		crdObjs = append(crdObjs, u)
+		var m map[string]any
+		if err := yaml.Unmarshal(raw, &m); err != nil {
+			return nil, nil, fmt.Errorf("decoding %s: %w", name, err)
+		}
+		crdObjs = append(crdObjs, &unstructured.Unstructured{Object: m})
 	}
 	identity, err = memberdeploy.Objects()
 	return crdObjs, identity, err
