@@ -12,6 +12,9 @@
 //	kubectl mcs explain NAME [TYPE] --in CONTEXT [--dns ADDR] [--corefile FILE]
 //	    [--cluster-id ID] [--locality local-first|none|default] [--max-answers N]
 //	    [--endpointslice-managers M,...] [--zone ZONE] (and status's flags)
+//	kubectl mcs join --hosting-context H --member-context M [--cluster-id ID] [--dry-run] [--rotate]
+//	kubectl mcs unjoin --hosting-context H --member-context M [--dry-run]
+//	kubectl mcs dns --context M [--apply | --undo] [--server IP]
 //
 // status shows, per exported service, each export's conditions, each
 // member's ServiceImport and the ready endpoints it mirrors per source
@@ -22,7 +25,11 @@
 // whether that member's CoreDNS agrees. It shapes the answer as that
 // CoreDNS does (local-first, max_answers) when --corefile names its
 // Corefile, whose mcs stanza it reads with the plugin's own parser, or
-// with --cluster-id, --locality and --max-answers. The commands are
+// with --cluster-id, --locality and --max-answers. join makes a cluster a
+// member (CRDs, the importer's identity and token in it, its context in
+// the importer's kubeconfig Secret in the hosting cluster), unjoin undoes
+// it, and dns adds (or removes) the clusterset.local forwarding in a
+// member's cluster DNS Corefile. The commands are
 // package cmd (cobra, with kubectl's genericclioptions.ConfigFlags).
 package main
 

@@ -3,7 +3,10 @@
 // every member's exports, imports and mirrored endpoints; `explain`
 // shows, for one clusterset.local name in one member, the objects that
 // decide its answer, that answer computed with the plugin's own code, and
-// why it is empty. It only reads.
+// why it is empty. Those two only read. `join` makes a cluster a member
+// (the CRDs, the importer's identity and a token in it, its context in
+// the importer's kubeconfig Secret), `unjoin` undoes exactly that, and
+// `dns` adds the clusterset.local forwarding to a member's cluster DNS.
 //
 // It is shaped like kubectl's own commands (k8s.io/sample-cli-plugin): a
 // cobra command per subcommand, each with one options type (StatusOptions,
@@ -18,7 +21,9 @@
 // flow), explain_read.go (the objects of one name), explain_answer.go (the
 // answer, computed and asked of CoreDNS), explain_shaping.go (--corefile
 // and the shaping flags), explain_reasons.go (why an answer is empty) and
-// explain_print.go.
+// explain_print.go; join.go (join, and the flags unjoin shares),
+// joinobjects.go (the objects join writes and how), unjoin.go, dns.go and
+// corefile.go (the Corefile block's text editing).
 package cmd
 
 import (
