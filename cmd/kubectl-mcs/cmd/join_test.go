@@ -143,7 +143,7 @@ func TestJoinUnjoinDNS(t *testing.T) {
 	t0 := time.Now()
 	code, out, errOut = join("east")
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
-	t.Logf("measured: join east took %s", time.Since(t0).Round(time.Millisecond))
+	t.Logf("measured: join east took %s; its output:\n%s", time.Since(t0).Round(time.Millisecond), out)
 	assert.Contains(t, out, row("created", "ClusterRole/mcs-dns:importer"))
 	assert.Contains(t, out, row("created", "context east in Secret/mcs-dns-system/mcs-importer-kubeconfig (the Secret is created)"))
 	assert.Contains(t, out, `mcs_importer_member_state{cluster="east",state="up"}`)
@@ -242,6 +242,7 @@ func TestJoinUnjoinDNS(t *testing.T) {
 	require.ElementsMatch(t, []string{"west-1"}, keys(importerKubeconfig(t, hub).Contexts))
 	code, out, errOut = unjoin("west")
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	t.Logf("unjoin west:\n%s", out)
 	assert.Contains(t, out, row("deleted", "Secret/mcs-dns-system/mcs-importer-kubeconfig (join created it and no context is left)"))
 	assert.Contains(t, out, row("deleted", "CustomResourceDefinition/serviceexports.multicluster.x-k8s.io"))
 	for _, c := range set.Clusters {
