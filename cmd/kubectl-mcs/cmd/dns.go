@@ -153,7 +153,7 @@ func (o *DNSOptions) Run(ctx context.Context) error {
 		}
 		server = svc.Spec.ClusterIP
 		if net.ParseIP(server) == nil {
-			return fmt.Errorf("Service %s/%s has no ClusterIP (%q): give --server", memberdeploy.Namespace, mcsDNSService, server)
+			return fmt.Errorf("the Service %s/%s has no ClusterIP (%q): give --server", memberdeploy.Namespace, mcsDNSService, server)
 		}
 	}
 	out, changed, err := AddClustersetBlock(corefile, server)
