@@ -372,7 +372,8 @@ func (o *JoinOptions) checkClash(ctx context.Context, kc *clientcmdapi.Config, i
 func (o *JoinOptions) otherID(ctx context.Context, kc *clientcmdapi.Config, name string) (string, string) {
 	cfg, err := clientcmd.NewDefaultClientConfig(*kc, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
 	if err == nil {
-		cfg.Timeout = o.requestTimeout
+		// Another member that does not answer costs at most this.
+		cfg.Timeout = min(o.requestTimeout, 10*time.Second)
 		var dyn dynamic.Interface
 		if dyn, err = dynamic.NewForConfig(cfg); err == nil {
 			var id, src string
