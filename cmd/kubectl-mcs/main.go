@@ -14,6 +14,9 @@
 //	    [--endpointslice-managers M,...] [--zone ZONE] (and status's flags)
 //	kubectl mcs wait NAME [TYPE] [--for resolvable|endpoints=N] [--in CONTEXT]...
 //	    [--dns CONTEXT=ADDR]... [--timeout D] [--interval D]
+//	kubectl mcs join --hosting-context H --member-context M [--cluster-id ID] [--dry-run] [--rotate]
+//	kubectl mcs unjoin --hosting-context H --member-context M [--dry-run]
+//	kubectl mcs dns --context M [--apply | --undo] [--server IP]
 //
 // status shows, per exported service, each export's conditions, each
 // member's ServiceImport and the ready endpoints it mirrors per source
@@ -26,7 +29,11 @@
 // Corefile, whose mcs stanza it reads with the plugin's own parser, or
 // with --cluster-id, --locality and --max-answers. wait polls explain's
 // computation until the name answers in the members named (exit code 0,
-// 1 when not by --timeout, 2 when it cannot start). The commands are
+// 1 when not by --timeout, 2 when it cannot start). join makes a cluster a
+// member (CRDs, the importer's identity and token in it, its context in
+// the importer's kubeconfig Secret in the hosting cluster), unjoin undoes
+// it, and dns adds (or removes) the clusterset.local forwarding in a
+// member's cluster DNS Corefile. The commands are
 // package cmd (cobra, with kubectl's genericclioptions.ConfigFlags).
 package main
 

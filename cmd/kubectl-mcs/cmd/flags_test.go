@@ -29,7 +29,17 @@ contexts: [{name: east, context: {cluster: a, user: a}}, {name: west, context: {
 		out  string
 	}{
 		{[]string{"--help"}, 0, "kubectl mcs status [SERVICE]"},
-		{[]string{}, 1, "a command is required: status, explain or wait"},
+		{[]string{}, 1, "a command is required: status, explain, wait, join, unjoin or dns"},
+		{[]string{"join", "--kubeconfig", kc, "--member-context", "east"}, 1, "--hosting-context is required"},
+		{[]string{"join", "--kubeconfig", kc, "--hosting-context", "east"}, 1, "--member-context is required"},
+		{[]string{"join", "--kubeconfig", kc, "--hosting-context", "east", "--member-context", "south"}, 1, `context "south"`},
+		{[]string{"join", "--kubeconfig", kc, "--hosting-context", "east", "--member-context", "west", "--cluster-id", "Not_One"}, 1, `--cluster-id: cluster ID "Not_One" is not valid`},
+		{[]string{"join", "--kubeconfig", kc, "--hosting-context", "east", "--member-context", "west", "--context", "west"}, 1, "unknown flag: --context"},
+		{[]string{"unjoin", "--kubeconfig", kc, "--member-context", "east"}, 1, "--hosting-context is required"},
+		{[]string{"unjoin", "--kubeconfig", kc, "--hosting-context", "east", "--member-context", "west", "--rotate"}, 1, "unknown flag: --rotate"},
+		{[]string{"dns", "--kubeconfig", kc, "--context", "east", "--apply", "--undo"}, 1, "--apply and --undo: give one"},
+		{[]string{"dns", "--kubeconfig", kc, "--context", "east", "--server", "mcs-dns"}, 1, `--server "mcs-dns": want an IP address`},
+		{[]string{"dns", "--kubeconfig", kc, "--context", "east", "--undo", "--server", "10.96.0.10"}, 1, "drop --server"},
 		{[]string{"frobnicate"}, 1, `unknown command "frobnicate"`},
 		{[]string{"status", "-o", "xml"}, 1, `-o "xml": want table, json or yaml`},
 		{[]string{"status", "a", "b"}, 1, "usage: kubectl mcs status [SERVICE]"},

@@ -4,7 +4,10 @@
 // shows, for one clusterset.local name in one member, the objects that
 // decide its answer, that answer computed with the plugin's own code, and
 // why it is empty; `wait` polls that computation until the name answers
-// in the members named. It only reads.
+// in the members named. Those three only read. `join` makes a cluster a
+// member (the CRDs, the importer's identity and a token in it, its context
+// in the importer's kubeconfig Secret), `unjoin` undoes exactly that, and
+// `dns` adds the clusterset.local forwarding to a member's cluster DNS.
 //
 // It is shaped like kubectl's own commands (k8s.io/sample-cli-plugin): a
 // cobra command per subcommand, each with one options type (StatusOptions,
@@ -19,7 +22,9 @@
 // flow), explain_read.go (the objects of one name), explain_answer.go (the
 // answer, computed and asked of CoreDNS), explain_shaping.go (--corefile
 // and the shaping flags), explain_reasons.go (why an answer is empty) and
-// explain_print.go; wait.go.
+// explain_print.go; wait.go; join.go (join, and the flags unjoin shares),
+// joinobjects.go (the objects join writes and how), unjoin.go, dns.go and
+// corefile.go (the Corefile block's text editing).
 package cmd
 
 import (
@@ -37,7 +42,7 @@ import (
 )
 
 const rootLong = `kubectl mcs: the state of a Multi-Cluster Services clusterset (mcs-importer
-and the mcs CoreDNS plugin), read from every member cluster. It only reads.
+and the mcs CoreDNS plugin), read from every member cluster; status and explain only read.
 
   kubectl mcs status [SERVICE] [flags]
       One row per exported service: the exporting clusters and their
@@ -59,7 +64,18 @@ and the mcs CoreDNS plugin), read from every member cluster. It only reads.
       Waits until the name answers as asked in every member named (and,
       with --dns CONTEXT=ADDR, in its CoreDNS); exit code 0 when it does,
       1 when some member did not by --timeout (explain's reasons printed),
-      2 when it could not start.`
+      2 when it could not start.
+
+It also sets members up (these write):
+
+  kubectl mcs join --hosting-context HOST --member-context MEMBER [flags]
+      Make a cluster a member: the CRDs, the importer's identity and a
+      token in it, its context in the importer's kubeconfig Secret in HOST.
+  kubectl mcs unjoin --hosting-context HOST --member-context MEMBER
+      Undo join: exactly what join added goes.
+  kubectl mcs dns --context MEMBER [--apply | --undo] [--server IP]
+      The Corefile block that sends clusterset.local from the member's
+      cluster DNS to our CoreDNS: printed, applied or removed.`
 
 // NewCmdMCS is the root command, kubectl mcs, with its subcommands
 // status and explain.
@@ -76,7 +92,7 @@ func NewCmdMCS(streams genericiooptions.IOStreams) *cobra.Command {
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = cmd.Help()
-			return errors.New("a command is required: status, explain or wait")
+			return errors.New("a command is required: status, explain, wait, join, unjoin or dns")
 		},
 	}
 	root.SetIn(streams.In)
@@ -85,7 +101,7 @@ func NewCmdMCS(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see %s --help)", err, c.CommandPath())
 	})
-	root.AddCommand(NewCmdStatus(streams), NewCmdExplain(streams), NewCmdWait(streams))
+	root.AddCommand(NewCmdStatus(streams), NewCmdExplain(streams), NewCmdWait(streams), NewCmdJoin(streams), NewCmdUnjoin(streams), NewCmdDNS(streams))
 	return root
 }
 
