@@ -42,7 +42,7 @@ import (
 )
 
 const rootLong = `kubectl mcs: the state of a Multi-Cluster Services clusterset (mcs-importer
-and the mcs CoreDNS plugin), read from every member cluster; status and explain only read.
+and the mcs CoreDNS plugin), read from every member cluster; status, explain and wait only read.
 
   kubectl mcs status [SERVICE] [flags]
       One row per exported service: the exporting clusters and their
