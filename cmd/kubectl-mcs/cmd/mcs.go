@@ -22,7 +22,7 @@
 // flow), explain_read.go (the objects of one name), explain_answer.go (the
 // answer, computed and asked of CoreDNS), explain_shaping.go (--corefile
 // and the shaping flags), explain_reasons.go (why an answer is empty) and
-// explain_print.go; wait.go; join.go (join, and the flags unjoin shares),
+// explain_print.go; wait.go; join.go, join_flags.go (the flags unjoin shares),
 // joinobjects.go (the objects join writes and how), unjoin.go, dns.go and
 // corefile.go (the Corefile block's text editing).
 package cmd
