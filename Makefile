@@ -62,6 +62,10 @@ test: tools lint ## gofmt, go vet and staticcheck, then every unit, integration 
 test-short: ## Only the pure unit tests (no API servers)
 	$(GO) test -short ./...
 
+.PHONY: chart-lint
+chart-lint: ## Lint the Helm chart deploy/helm/mcs-dns and check what it renders (no API servers; make test also installs it)
+	$(GO) test -short -count=1 ./deploy/helm/
+
 .PHONY: bench
 bench: tools apt build ## mcs vs CoreDNS's in-tree multicluster vs whoami (dnsperf, RSS, start-up, programming latency, importer) + go test -bench; see BENCHMARKS.md
 	@mkdir -p .bench/bin
