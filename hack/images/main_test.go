@@ -126,7 +126,9 @@ func requireConfig(t *testing.T, img v1.Image, name string) {
 // readyz is the status and body of mcs-importer's /readyz on addr (0 if
 // it does not answer).
 func readyz(addr string) (int, string) {
-	resp, err := http.Get("http://" + addr + "/readyz")
+	// No keep-alive: no connection (and goroutine) outlives the poll.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + addr + "/readyz")
 	if err != nil {
 		return 0, err.Error()
 	}
