@@ -211,3 +211,40 @@ func TestImagesReproducibleAndRun(t *testing.T) {
 		require.True(t, strings.HasPrefix(string(out), "CoreDNS-"), "coredns -version said:\n%s", out)
 	})
 }
+
+func TestFlags(t *testing.T) {
+	progs, err := selectPrograms("mcs-importer")
+	require.NoError(t, err)
+	require.Equal(t, []ociimage.Program{{Name: "mcs-importer", Package: "./cmd/mcs-importer"}}, progs)
+	progs, err = selectPrograms("")
+	require.NoError(t, err)
+	require.Equal(t, ociimage.Programs, progs)
+	_, err = selectPrograms("coredns,kubectl-mcs")
+	require.Error(t, err)
+
+	plats, err := parsePlatforms("host")
+	require.NoError(t, err)
+	require.Equal(t, []v1.Platform{ociimage.HostPlatform()}, plats)
+	plats, err = parsePlatforms("")
+	require.NoError(t, err)
+	require.Equal(t, ociimage.Platforms, plats)
+	plats, err = parsePlatforms("linux/amd64,linux/arm64/v8")
+	require.NoError(t, err)
+	require.Equal(t, ociimage.Platforms, plats)
+	_, err = parsePlatforms("linux")
+	require.Error(t, err)
+
+	// Given every value, meta asks git nothing.
+	m, err := meta("/nonexistent", testVersion, testRevision, testCreated)
+	require.NoError(t, err)
+	require.Equal(t, ociimage.Meta{Version: testVersion, Revision: testRevision, Created: time.Unix(1767225600, 0).UTC()}, m)
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	m, err = meta("/nonexistent", testVersion, testRevision, "")
+	require.NoError(t, err)
+	require.Equal(t, int64(1700000000), m.Created.Unix())
+	_, err = meta("/nonexistent", testVersion, testRevision, "yesterday")
+	require.Error(t, err)
+
+	_, err = run(context.Background(), []string{"stray"}, io.Discard, io.Discard)
+	require.Error(t, err)
+}
