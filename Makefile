@@ -43,6 +43,10 @@ build: ## Build our CoreDNS (with the mcs plugin), mcs-importer and the kubectl 
 	$(GO) build -o bin/mcs-importer ./cmd/mcs-importer
 	$(GO) build -o bin/kubectl-mcs ./cmd/kubectl-mcs
 
+.PHONY: images
+images: ## OCI images of coredns and mcs-importer for linux/amd64 and linux/arm64 into bin/images/ (a layout per image, a docker-save tarball per platform; no container runtime needed), and their digests
+	$(GO) run ./hack/images -out bin/images $(IMAGES_ARGS)
+
 .PHONY: vet
 vet: ## go vet every package
 	$(GO) vet ./...
