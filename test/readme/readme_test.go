@@ -30,9 +30,9 @@ type block struct {
 	text string
 }
 
-// skipDirs hold no README of ours (build output, caches, a third-party
-// copy).
-var skipDirs = map[string]bool{".git": true, ".cache": true, ".bench": true, ".demo": true, "bin": true, "node_modules": true, "suite": true}
+// skipDirs hold no README of ours (build output, caches, third-party
+// copies: the conformance suite, the upstream CoreDNS chart).
+var skipDirs = map[string]bool{".git": true, ".cache": true, ".bench": true, ".demo": true, "bin": true, "node_modules": true, "suite": true, "coredns-upstream": true}
 
 // corefileBlocks returns every block fenced as ~~~ corefile or ```corefile
 // in the Markdown files under root.
