@@ -35,6 +35,10 @@ type JoinOptions struct {
 	// TokenTimeout bounds the wait for the member's token controller to
 	// fill the token Secret.
 	TokenTimeout time.Duration
+	// Wait, when positive, is how long to wait for the importer to report
+	// the member up, read from ImporterMetrics (its /metrics URL).
+	Wait            time.Duration
+	ImporterMetrics string
 }
 
 // NewJoinOptions are join's options with their defaults.
@@ -77,6 +81,8 @@ those. Running it again changes nothing; --rotate replaces the token.`,
 	cmd.Flags().StringVar(&o.ClusterID, "cluster-id", "", "the member's cluster ID, written to its ClusterProperty when it has none (default: the member context's name)")
 	cmd.Flags().BoolVar(&o.Rotate, "rotate", false, "replace the member's token: delete its token Secret (revoking the token), make it again and put the new token in the kubeconfig Secret")
 	cmd.Flags().DurationVar(&o.TokenTimeout, "token-timeout", o.TokenTimeout, "how long to wait for the member's token controller to fill the token Secret")
+	cmd.Flags().DurationVar(&o.Wait, "wait", 0, "after joining, wait this long for the importer to report the member up (mcs_importer_member_state) at --importer-metrics; 0: do not wait")
+	cmd.Flags().StringVar(&o.ImporterMetrics, "importer-metrics", "", "the importer's metrics URL for --wait, e.g. http://localhost:8080/metrics after kubectl port-forward deployment/mcs-importer 8080")
 	return cmd
 }
 
@@ -94,6 +100,14 @@ func (o *JoinOptions) Validate() error {
 	}
 	if o.TokenTimeout <= 0 {
 		return errors.New("--token-timeout must be positive")
+	}
+	switch {
+	case o.Wait < 0:
+		return errors.New("--wait must not be negative")
+	case o.Wait > 0 && o.ImporterMetrics == "":
+		return errors.New("--wait needs --importer-metrics: the importer's metrics URL (for one in a pod: kubectl port-forward deployment/mcs-importer 8080, then http://localhost:8080/metrics)")
+	case o.Wait > 0 && o.DryRun:
+		return errors.New("--wait and --dry-run: give one")
 	}
 	return nil
 }
@@ -302,6 +316,9 @@ func (o *JoinOptions) Run(ctx context.Context) error {
 		r.line(hw, verb, what, why)
 	}
 	o.summary(ctx, r, id)
+	if o.Wait > 0 {
+		return o.waitUp(ctx, id)
+	}
 	return nil
 }
 

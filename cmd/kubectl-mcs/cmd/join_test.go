@@ -3,6 +3,7 @@ package cmd_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
+	"github.com/mcs-dns/mcs-dns/test/procs"
 )
 
 // snapshotResources are what join and unjoin may write.
@@ -203,6 +205,25 @@ func TestJoinUnjoinDNS(t *testing.T) {
 		assert.NotContains(t, out, "would", args)
 	}
 	assert.Equal(t, joined, all())
+
+	// --wait: an importer run with the kubeconfig join wrote reports the
+	// member up; one it was not told of is reported unknown.
+	kcFile := filepath.Join(t.TempDir(), "importer.kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*importerKubeconfig(t, hub), kcFile))
+	metrics := fmt.Sprintf("127.0.0.1:%d", procs.FreePort(t))
+	imp := procs.Start(t, "mcs-importer", procs.ImporterBinary(t), "--kubeconfig", kcFile, "--contexts", "east", "--metrics-addr", metrics)
+	code, out, errOut = join("east", "--wait", "45s", "--importer-metrics", "http://"+metrics+"/metrics")
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	assert.Contains(t, out, "nothing to change")
+	assert.Contains(t, out, `the importer reports member "east" up`)
+	code, out, errOut = join("west", "--wait", "2s", "--importer-metrics", "http://"+metrics+"/metrics")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, errOut, `the importer at http://`+metrics+`/metrics to report member "west-1" up: not after 2s`)
+	assert.Contains(t, errOut, "it does not know the member")
+	require.NoError(t, imp.Stop())
+	code, _, errOut = join("east", "--wait", "1s")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "--wait needs --importer-metrics")
 
 	// --rotate: a new token, the old one refused.
 	oldCfg := asContext(t, ikc, "east")
