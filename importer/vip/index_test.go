@@ -200,22 +200,11 @@ func TestChooseSameAsScan(t *testing.T) {
 // claims stay.
 func TestCIDRIndexFollowsMembers(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	var c *CIDR
-	var woken []string
-	notify := func(ev members.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if c != nil && ev.Kind == members.KindImport {
-			woken = append(woken, c.ImportChanged(ev)...)
-		}
-	}
+	w := &wakes{}
 	a := ownedImport("ns", "a", "10.250.0.1", t0)
 	b := ownedImport("ns", "b", "10.250.0.2", t0)
-	east := fakeMember(t, "east", notify, a, b)
-	mu.Lock()
-	c = NewCIDR(mustPool(t, "10.250.0.0/30"), members.Static{east}) // 2 usable addresses
-	mu.Unlock()
+	east := fakeMember(t, "east", w.notify, a, b)
+	c := w.set(NewCIDR(mustPool(t, "10.250.0.0/30"), members.Static{east})) // 2 usable addresses
 
 	got, err := c.Assign(ctx, "east", optedIn("ns", "x"))
 	require.NoError(t, err)
@@ -223,7 +212,7 @@ func TestCIDRIndexFollowsMembers(t *testing.T) {
 	assert.Equal(t, ReasonClusterSetIPExhausted, got.Ready.Reason)
 
 	require.NoError(t, east.MCS.MulticlusterV1beta1().ServiceImports("ns").Delete(ctx, "a", metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(woken, "ns/x") }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return w.woke("ns/x") }, 10*time.Second, 10*time.Millisecond,
 		"a's deletion frees its address and wakes x")
 	got, err = c.Assign(ctx, "east", optedIn("ns", "x"))
 	require.NoError(t, err)
@@ -244,7 +233,7 @@ func TestCIDRIndexFollowsMembers(t *testing.T) {
 	require.NoError(t, east.MCS.MulticlusterV1beta1().ServiceImports("ns").Delete(ctx, "b", metav1.DeleteOptions{}))
 	_, err = east.MCS.MulticlusterV1beta1().ServiceImports("ns").Create(ctx, ownedImport("ns", "y", "10.250.0.2", t0), metav1.CreateOptions{})
 	require.NoError(t, err)
-	restart(t, east, notify)
+	restart(t, east, w.notify)
 	assert.Equal(t, "ns/y", holder("10.250.0.2"), "indexed afresh from the new caches")
 }
 
@@ -280,20 +269,9 @@ func TestCIDRTieBreakIsTheSameForEveryImporter(t *testing.T) {
 // soon as the cache shows it gone, not after the pending hold.
 func TestCIDRSteadyClaimFreedAtOnce(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	var c *CIDR
-	var woken []string
-	notify := func(ev members.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if c != nil && ev.Kind == members.KindImport {
-			woken = append(woken, c.ImportChanged(ev)...)
-		}
-	}
-	east := fakeMember(t, "east", notify, ownedImport("ns", "a", "10.250.0.1", t0), ownedImport("ns", "b", "10.250.0.2", t0))
-	mu.Lock()
-	c = NewCIDR(mustPool(t, "10.250.0.0/30"), members.Static{east}) // 2 usable addresses
-	mu.Unlock()
+	w := &wakes{}
+	east := fakeMember(t, "east", w.notify, ownedImport("ns", "a", "10.250.0.1", t0), ownedImport("ns", "b", "10.250.0.2", t0))
+	c := w.set(NewCIDR(mustPool(t, "10.250.0.0/30"), members.Static{east})) // 2 usable addresses
 
 	got, err := c.Assign(ctx, "east", optedIn("ns", "a")) // decided again, as written
 	require.NoError(t, err)
@@ -303,8 +281,37 @@ func TestCIDRSteadyClaimFreedAtOnce(t *testing.T) {
 	require.Empty(t, got.IPs)
 
 	require.NoError(t, east.MCS.MulticlusterV1beta1().ServiceImports("ns").Delete(ctx, "a", metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(woken, "ns/x") }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return w.woke("ns/x") }, 10*time.Second, 10*time.Millisecond)
 	got, err = c.Assign(ctx, "east", optedIn("ns", "x"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"10.250.0.1"}, got.IPs, "a's address, freed at once")
+}
+
+// wakes passes a member's import events to a CIDR (once set) and records
+// the imports its ImportChanged wakes.
+type wakes struct {
+	mu    sync.Mutex
+	c     *CIDR
+	woken []string
+}
+
+func (w *wakes) notify(ev members.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.c != nil && ev.Kind == members.KindImport {
+		w.woken = append(w.woken, w.c.ImportChanged(ev)...)
+	}
+}
+
+func (w *wakes) set(c *CIDR) *CIDR {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.c = c
+	return c
+}
+
+func (w *wakes) woke(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Contains(w.woken, key)
 }
