@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -268,4 +269,13 @@ func (c *churnSeen) split(member int) (others, own []time.Duration, unseen int) 
 		others = append(others, max(0, last.Sub(at)))
 	}
 	return others, own, unseen
+}
+
+// selfCPUSeconds is this process's CPU time (user and system) so far.
+func selfCPUSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
