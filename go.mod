@@ -7,6 +7,7 @@ require (
 	github.com/coredns/coredns v1.15.0
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-containerregistry v0.22.1
+	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/miekg/dns v1.1.73
 	github.com/prometheus/client_golang v1.25.0
@@ -169,7 +170,7 @@ require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/hashicorp/nomad/api v0.0.0-20260907080526-08ef8f3d26da // indirect
 	github.com/huandu/xstrings v1.5.0 // indirect
-	github.com/ianlancetaylor/demangle v0.0.0-20240805132620-81f5be970eca // indirect
+	github.com/ianlancetaylor/demangle v0.0.0-20250417193237-f615e6bd150b // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/infobloxopen/go-trees v0.0.0-20200715205103-96a057b8dfb9 // indirect
 	github.com/jmoiron/sqlx v1.4.0 // indirect

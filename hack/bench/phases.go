@@ -142,6 +142,23 @@ func (b *Bench) servePhase(ctx context.Context, loader *Loader, s Sizes) error {
 					}
 				}
 			}
+			// Where each server's CPU goes, kind by kind: how much of a
+			// per-kind ratio our own code could still move.
+			for _, k := range Kinds {
+				for _, id := range ServerIDs {
+					srv := servers[id]
+					if srv == nil {
+						continue
+					}
+					sh, err := b.kindShare(ctx, srv, k, files[k], extra)
+					if err != nil {
+						b.note("profiling %s under %s: %v", id, k, err)
+						continue
+					}
+					res.CPUShares = append(res.CPUShares, sh)
+					logf("CPU of %s under %s: ours %.0f%%, CoreDNS %.0f%%, miekg/dns %.0f%%, runtime %.0f%% (%.2f s sampled)", id, k, 100*sh.Ours, 100*sh.CoreDNS, 100*sh.DNSLib, 100*sh.Runtime, sh.Seconds)
+				}
+			}
 		}
 	}
 

@@ -197,6 +197,7 @@ func (r *Results) Markdown() string {
 		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k, q(a), q(bb), q(c), rt("a", "b"), rt("a", "c"), rt("b", "c"), lat(a), lat(bb), lat(c))
 	}
 
+	r.cpuShareMarkdown(p)
 	r.shapingMarkdown(p)
 
 	p("\n## Answers checked before measuring (sample of every kind, UDP EDNS0 4096, TCP on TC)\n\n")
