@@ -30,7 +30,7 @@ type Results struct {
 	RSSAfterLoad map[string][2]int64            `json:"rss_after_load"`
 	Profiles     map[string][]string            `json:"profiles"`
 	CPUShares    []*CPUShare                    `json:"cpu_shares,omitempty"` // per server and kind
-	MemStats     map[string]map[string]float64  `json:"memstats_mib"` // server@size -> Go runtime stats after sync
+	MemStats     map[string]map[string]float64  `json:"memstats_mib"`         // server@size -> Go runtime stats after sync
 	Shaping      *ShapingResult                 `json:"shaping,omitempty"`
 	Relist       map[string]*RelistResult       `json:"relist,omitempty"` // server -> its forced relist at the large size
 	Importer     *ImporterResult                `json:"importer,omitempty"`
