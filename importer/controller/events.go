@@ -81,12 +81,13 @@ func (c *Controller) OnChange(ch members.Change) {
 				"context", ch.Context, "services", c.frozenServices(), "reason", ch.Reason)
 		}
 	}
+	keys := c.allKeys()
 	if ch.Dropped != nil {
-		for _, k := range ch.Dropped.Keys() {
-			c.addServe(k)
-		}
+		ch.Dropped.AddKeys(func(k string) { keys[k] = struct{}{} })
 	}
-	c.EnqueueAll()
+	for k := range keys {
+		c.addServe(k)
+	}
 }
 
 // frozenServices counts the keys left as they are in some member.
@@ -139,13 +140,24 @@ func (c *Controller) setMemberState(context, cluster string, s members.State) {
 // EnqueueAll queues a serve pass of every key any member knows: a full
 // resync.
 func (c *Controller) EnqueueAll() {
+	for k := range c.allKeys() {
+		c.addServe(k)
+	}
+}
+
+// allKeys is the set of every key any member's caches know. Each key goes
+// into the queue once per resync: every member knows most keys (M members
+// each hold every import), and M adds of each key on every member's state
+// change cost the queue M times the work and its add buffer M times the
+// memory for nothing.
+func (c *Controller) allKeys() map[string]struct{} {
+	keys := map[string]struct{}{}
 	for _, m := range c.set.Members() {
 		if mc := m.Caches(); mc != nil {
-			for _, k := range mc.Keys() {
-				c.addServe(k)
-			}
+			mc.AddKeys(func(k string) { keys[k] = struct{}{} })
 		}
 	}
+	return keys
 }
 
 // sourceID is the cluster ID of the member an event came from.

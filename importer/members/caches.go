@@ -333,26 +333,37 @@ func (c *Caches) MirroredSlices(namespace, svc string) []*discoveryv1.EndpointSl
 // about: ServiceExports, ServiceImports mcs-importer owns, mirrored
 // slices and derived Services (by the import they were made for). A full
 // resync reconciles all of them, so that nothing mcs-importer made
-// outlives its import (after a restart, say).
+// outlives its import (after a restart, say). A key may be listed more
+// than once (an import and its slices).
 func (c *Caches) Keys() []string {
 	var keys []string
-	keys = append(keys, c.exports.ListKeys()...)
+	c.AddKeys(func(k string) { keys = append(keys, k) })
+	return keys
+}
+
+// AddKeys calls add with each key Keys returns, without building the
+// list: a full resync gathers the keys of every member into one set.
+func (c *Caches) AddKeys(add func(string)) {
+	for _, k := range c.exports.ListKeys() {
+		add(k)
+	}
 	for _, o := range c.imports.List() {
 		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && Owned(si) {
-			keys = append(keys, si.Namespace+"/"+si.Name)
+			add(si.Namespace + "/" + si.Name)
 		}
 	}
 	if c.mirrored != nil {
-		keys = append(keys, c.mirrored.ListIndexFuncValues(indexService)...)
+		for _, k := range c.mirrored.ListIndexFuncValues(indexService) {
+			add(k)
+		}
 	}
 	for _, o := range c.services.List() {
 		if svc, ok := o.(*corev1.Service); ok && svc.Labels[mcsapi.LabelAppManagedBy] == mcsapi.ManagedByImporter {
 			if imp := svc.Labels[mcsapi.LabelDerivedFor]; imp != "" {
-				keys = append(keys, svc.Namespace+"/"+imp)
+				add(svc.Namespace + "/" + imp)
 			}
 		}
 	}
-	return keys
 }
 
 // ExportKeys returns the "namespace/name" of every ServiceExport in this
