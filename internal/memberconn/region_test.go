@@ -45,6 +45,7 @@ func TestReadRegion(t *testing.T) {
 	assert.Empty(t, r)
 	_, err = ReadRegion(ctx, dc, "zone.example.com")
 	assert.ErrorContains(t, err, "not valid")
+	assert.ErrorIs(t, err, ErrNotRegion)
 	_, err = ReadRegion(ctx, dc, "empty.example.com")
-	assert.ErrorIs(t, err, ErrNoClusterIDValue)
+	assert.ErrorIs(t, err, ErrNotRegion)
 }
