@@ -36,6 +36,10 @@ func TestParseFlags(t *testing.T) {
 	assert.Empty(t, o.ExportConditionsIn, "default: the members it imports into")
 	assert.Zero(t, o.QPS, "default: no client-side limit")
 	assert.Zero(t, o.Burst)
+	assert.Equal(t, "region.topology.kubernetes.io", o.RegionProperty, "default region ClusterProperty")
+	o, err = importer.ParseFlags([]string{"--contexts=a", "--region-property", "region.example.com"}, &out)
+	require.NoError(t, err)
+	assert.Equal(t, "region.example.com", o.RegionProperty)
 
 	o, err = importer.ParseFlags([]string{"--contexts=a", "--endpointslice-managers", "endpointslice-controller.k8s.io,agent.example.com"}, &out)
 	require.NoError(t, err)
@@ -61,6 +65,7 @@ func TestParseFlags(t *testing.T) {
 		{"--contexts", "a", "--endpoint-grace-period", "-1s"},
 		{"--contexts", "a", "--health-probe-interval", "0s"},
 		{"--contexts", "a", "--nope"},
+		{"--contexts", "a", "--region-property", "topology.kubernetes.io/region"},
 		{"--contexts", "a", "--kube-api-qps", "-1"},
 		{"--contexts", "a", "--kube-api-qps", "x"},
 		{"--contexts", "a", "--kube-api-burst", "10"},

@@ -57,6 +57,9 @@ type Options struct {
 	// ConnectTimeout bounds one attempt to join a member (cluster ID and
 	// API discovery); attempts are retried with back-off.
 	ConnectTimeout time.Duration
+	// RegionProperty is the ClusterProperty each member's region is read
+	// from (mcsapi.RegionProperty by default).
+	RegionProperty string
 	// LogFormat is "text" or "json"; Verbosity 0 logs info and up, 1 and
 	// more also debug.
 	LogFormat string
@@ -127,6 +130,7 @@ func DefaultOptions() Options {
 		ProbeInterval:        5 * time.Second,
 		CacheSyncTimeout:     2 * time.Minute,
 		ConnectTimeout:       30 * time.Second,
+		RegionProperty:       mcsapi.RegionProperty,
 		LogFormat:            "text",
 		VIPMode:              VIPModeDerived,
 		LeaderElectNamespace: "kube-system",
@@ -207,6 +211,7 @@ Flags (one or two leading dashes):
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of the client-side limit (default: twice --kube-api-qps)")
 	fs.DurationVar(&o.ProbeInterval, "health-probe-interval", o.ProbeInterval, "how often each member cluster is probed (a one-item list of its ServiceExports, and ServiceImports where importing) to notice it, its credentials or its CRDs going away and coming back")
 	fs.DurationVar(&o.CacheSyncTimeout, "cache-sync-timeout", o.CacheSyncTimeout, "how long to wait for a member cluster's informer caches to sync")
+	fs.StringVar(&o.RegionProperty, "region-property", o.RegionProperty, "`name` of the About API ClusterProperty holding each member cluster's region, read when the member joins; every EndpointSlice mirrored from a member with one carries it in the mcs-dns.io/source-region label (a member without the property has no region)")
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long one attempt to join a member cluster (cluster ID and API discovery) may take; failed attempts are retried with back-off")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log `format`: text or json (structured logs on stderr)")
 	fs.IntVar(&o.Verbosity, "v", o.Verbosity, "log `level`: 0 logs info and above, 1 or more adds debug (every write)")
@@ -291,6 +296,11 @@ func (o *Options) Validate() error {
 	}
 	if o.ProbeInterval <= 0 {
 		errs = append(errs, errors.New("--health-probe-interval must be positive"))
+	}
+	if o.RegionProperty == "" {
+		o.RegionProperty = mcsapi.RegionProperty
+	} else if err := mcsapi.ValidateRegionProperty(o.RegionProperty); err != nil {
+		errs = append(errs, fmt.Errorf("--region-property: %w", err))
 	}
 	if o.CacheSyncTimeout <= 0 || o.ConnectTimeout <= 0 {
 		errs = append(errs, errors.New("--cache-sync-timeout and --connect-timeout must be positive"))

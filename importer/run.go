@@ -75,6 +75,7 @@ func Run(ctx context.Context, o Options) error {
 		Store:          store,
 		OnRecordError:  func(error) { ctrl.Metrics().Errors.WithLabelValues(storeWhere, "member record").Inc() },
 		MaxDisruption:  o.MaxDisruption,
+		RegionProperty: o.RegionProperty,
 	})
 	reg.MustRegister(newHoldCollector(set))
 	provider, leftovers, err := vip.ForMode(o.vipConfig(), set)

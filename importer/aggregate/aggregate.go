@@ -58,6 +58,9 @@ import (
 type Export struct {
 	// ClusterID is the ID of the cluster the export lives in.
 	ClusterID string
+	// Region is that cluster's region ("" none): its mirrored slices
+	// carry it in mcsapi.LabelSourceRegion.
+	Region string
 	// Export is the ServiceExport (always set).
 	Export *mcsv1beta1.ServiceExport
 	// Service is the Service of the same name, nil if it does not exist.
@@ -319,7 +322,13 @@ func Compute(in Input) Result {
 				if s.DeletionTimestamp != nil || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
 					continue
 				}
-				res.Slices = append(res.Slices, MirrorSlice(s, e.ClusterID, in.Name, servicePorts, renames, importPorts))
+				m := MirrorSlice(s, e.ClusterID, in.Name, servicePorts, renames, importPorts)
+				if e.Region != "" {
+					// A label like the others: a region change makes
+					// every slice of the cluster out of date (SliceUpToDate).
+					m.Labels[mcsapi.LabelSourceRegion] = e.Region
+				}
+				res.Slices = append(res.Slices, m)
 			}
 		}
 		slices.SortFunc(res.Slices, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })

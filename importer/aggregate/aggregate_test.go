@@ -764,6 +764,44 @@ func TestSliceUpToDateAgainstSlimCopies(t *testing.T) {
 	relabelled := stamped.DeepCopy()
 	relabelled.Labels["extra"] = "x"
 	assert.False(t, SliceUpToDate(relabelled, slim), "labels still count")
+
+	// The source region is part of what is up to date: a region that
+	// appears, changes or goes rewrites the slice.
+	inEU := stamped.DeepCopy()
+	inEU.Labels[mcsapi.LabelSourceRegion] = "eu"
+	assert.False(t, SliceUpToDate(inEU, slim), "a region appears")
+	liveEU := slicedigest.Slim(inEU)
+	assert.True(t, SliceUpToDate(inEU, liveEU))
+	inUS := inEU.DeepCopy()
+	inUS.Labels[mcsapi.LabelSourceRegion] = "us"
+	assert.False(t, SliceUpToDate(inUS, liveEU), "the region changes")
+	assert.False(t, SliceUpToDate(stamped, liveEU), "the region goes")
+}
+
+// Every mirrored slice of a cluster with a region carries it; those of a
+// cluster without one carry none.
+func TestComputeStampsRegion(t *testing.T) {
+	ready := discoveryv1.EndpointConditions{Ready: ptr.To(true)}
+	mk := func(id, region string) Export {
+		return Export{ClusterID: id, Region: region,
+			Export:  &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc"}},
+			Service: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
+			Slices: []*discoveryv1.EndpointSlice{{
+				ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "svc-" + id},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: ready}},
+			}}}
+	}
+	res := Compute(Input{Namespace: "ns", Name: "svc", Exports: []Export{mk("east", "eu-west-1"), mk("west", "")}})
+	require.Len(t, res.Slices, 2)
+	regions := map[string]string{}
+	for _, s := range res.Slices {
+		r, ok := s.Labels[mcsapi.LabelSourceRegion]
+		if ok {
+			regions[s.Labels[mcsapi.LabelSourceCluster]] = r
+		}
+	}
+	assert.Equal(t, map[string]string{"east": "eu-west-1"}, regions)
 }
 
 // TestPortsEqual: the written-out comparison agrees with

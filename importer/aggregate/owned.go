@@ -35,7 +35,7 @@ var (
 	ownImportLabels      = []string{mcsapi.LabelManagedBy}
 	ownImportAnnotations = []string{mcsapi.AnnotationDerivedService, mcsapi.AnnotationUseClusterSetIP,
 		mcsapi.AnnotationClusterSetIP, AnnotationExportedLabels, AnnotationExportedAnnotations}
-	ownSliceLabels = []string{mcsapi.LabelServiceName, mcsapi.LabelSourceCluster, mcsapi.LabelManagedBy, mcsapi.LabelSourceManagedBy, mcsapi.LabelKubeServiceName}
+	ownSliceLabels = []string{mcsapi.LabelServiceName, mcsapi.LabelSourceCluster, mcsapi.LabelManagedBy, mcsapi.LabelSourceManagedBy, mcsapi.LabelSourceRegion, mcsapi.LabelKubeServiceName}
 )
 
 // RecordExportedKeys adds to a desired import (labels and annotations as

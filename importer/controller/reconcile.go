@@ -60,7 +60,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		if e == nil || e.DeletionTimestamp != nil {
 			continue
 		}
-		x := aggregate.Export{ClusterID: v.m.ID, Export: e, Service: v.c.Service(ns, name)}
+		x := aggregate.Export{ClusterID: v.m.ID, Region: v.m.Region, Export: e, Service: v.c.Service(ns, name)}
 		if r := pol.CheckNamespace(v.m.ID, ns); r != nil {
 			x.Refused = refusedCondition(r)
 		} else {

@@ -2,11 +2,14 @@ package members
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/mcs-dns/mcs-dns/internal/memberconn"
 )
 
 // Run joins and watches the members until ctx is done; it stops every
@@ -79,6 +82,9 @@ func (s *Set) join(ctx context.Context, sl *slot, old *Member) (*Member, error) 
 	if err := ValidateID(m.ID); err != nil {
 		return nil, err
 	}
+	if err := s.readRegion(ctx, m); err != nil {
+		return nil, err
+	}
 	// Everything the caches and the writes need is asked for first: a
 	// refusal of one resource (403) is then reported as what it is, not
 	// as caches that never sync (which looks like a network failure).
@@ -102,7 +108,7 @@ func (s *Set) join(ctx context.Context, sl *slot, old *Member) (*Member, error) 
 	s.settle(sl)
 	s.rebuild()
 	s.mu.Unlock()
-	s.o.Log.Info("member cluster joined", "context", m.Context, "cluster", m.ID, "idFrom", m.IDSource,
+	s.o.Log.Info("member cluster joined", "context", m.Context, "cluster", m.ID, "idFrom", m.IDSource, "region", m.Region,
 		"importing", m.Importing, "exportConditions", m.ExportConditions, "exportVersion", m.ExportVersion,
 		"importVersion", m.ImportVersion, "clientLimit", m.ClientLimit(), "mcsSchema", m.Schema.String())
 	if m.SchemaErr != nil {
@@ -137,6 +143,28 @@ func (s *Set) keepID(sl *slot, m *Member) {
 	s.o.Log.Warn("the member's ClusterProperty is gone; keeping the cluster ID it had rather than renaming it after its context",
 		"context", sl.cfg.Context, "cluster", known, "property", "cluster.clusterset.k8s.io")
 	m.ID, m.IDSource = known, idKept
+}
+
+// readRegion reads the member's region as it joins (so a change of its
+// region ClusterProperty takes effect at its next join: the importer's
+// start or the member rejoining). No such property is no region; one
+// whose value is not a region is logged and is no region (the member
+// joins: a region only orders DNS answers). An error of the API server
+// fails the join, which is retried, rather than rewriting every slice
+// of the member without its region.
+func (s *Set) readRegion(ctx context.Context, m *Member) error {
+	ctx, cancel := context.WithTimeout(ctx, s.o.ConnectTimeout)
+	defer cancel()
+	region, err := memberconn.ReadRegion(ctx, m.Dynamic, s.o.RegionProperty)
+	switch {
+	case errors.Is(err, memberconn.ErrNotRegion):
+		s.o.Log.Warn("the member's region ClusterProperty is not a region; joining it without one",
+			"context", m.Context, "cluster", m.ID, "err", err)
+	case err != nil:
+		return err
+	}
+	m.Region = region
+	return nil
 }
 
 // claim reserves cluster ID id for sl, unless another member has it.

@@ -37,6 +37,10 @@ type Member struct {
 	// "kept": the ClusterProperty it joined with before is gone, and the
 	// ID it had then is kept).
 	IDSource string
+	// Region is the member's region: the value of its region
+	// ClusterProperty (SetOptions.RegionProperty), read when it joins;
+	// "" none. Every slice mirrored from it carries it.
+	Region string
 	// Importing is true when the importer writes imports into this member.
 	Importing bool
 	// ExportConditions is true when the importer writes the conditions of

@@ -42,6 +42,9 @@ type SetOptions struct {
 	Store RecordStore
 	// OnRecordError is told of every failure to read or save the Record.
 	OnRecordError func(error)
+	// RegionProperty is the ClusterProperty each member's region is read
+	// from when it joins ("": mcsapi.RegionProperty).
+	RegionProperty string
 	// MaxDisruption bounds how long a disruption stops withdrawals: once
 	// it has lasted this long, grace periods run again (0: no bound).
 	MaxDisruption time.Duration

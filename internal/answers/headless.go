@@ -105,6 +105,9 @@ func buildHeadless(svc *Service, in []*Slice, cfg Config) *Set {
 	}
 	s := newSet(svc, cfg)
 	s.shaping, s.localFirst = cfg.Shaping, cfg.Shaping.localFirst(svc)
+	if s.localFirst {
+		s.regional = regionalClusters(sorted, cfg.Shaping)
+	}
 	s.skipped = int32(min(skipped, math.MaxInt32))        // #nosec G115 -- clamped
 	s.endpoints = int32(min(nEps+skipped, math.MaxInt32)) // #nosec G115 -- clamped
 	if len(all) < cap(all) {
@@ -241,4 +244,22 @@ func validName(host, rel, svcRel, zone string) bool {
 		n = len(rel) + 1 + len(svcRel) + 1
 	}
 	return n+1 <= 255 // wire: one more octet than the FQDN's presentation
+}
+
+// regionalClusters are the source clusters of slices (sorted by cluster
+// ID), other than sh's own, whose slices carry sh's region: the clusters
+// of the region tier, each once. While a cluster's slices disagree (the
+// importer rewriting them after a region change), one that carries the
+// region puts the cluster in the tier.
+func regionalClusters(slices []*Slice, sh *Shaping) []string {
+	if sh.Region == "" {
+		return nil
+	}
+	var out []string
+	for _, sl := range slices {
+		if sl.Region == sh.Region && sl.ClusterID != sh.ClusterID && (len(out) == 0 || out[len(out)-1] != sl.ClusterID) {
+			out = append(out, sl.ClusterID)
+		}
+	}
+	return out
 }

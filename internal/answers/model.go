@@ -71,6 +71,9 @@ type Slice struct {
 	// ClusterID is the source-cluster label: a DNS subdomain, possibly of
 	// several labels.
 	ClusterID string
+	// Region is the source-region label: the source cluster's region,
+	// "" when it has none (or the label is not a region).
+	Region    string
 	Endpoints []Endpoint
 }
 

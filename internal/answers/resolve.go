@@ -57,10 +57,17 @@ func (ix *Index) ResolveReverse(qname string, qtype uint16) (Found, []*Node) {
 	return NXDomain, nil
 }
 
-// IsLocal reports whether owner, a per-endpoint name
-// "<host>.<cluster ID>.<base>", names an endpoint of this cluster under
-// the set's shaping: the rule local-first answers are ordered by, for
-// tools that explain them.
-func (s *Set) IsLocal(owner, base string) bool {
-	return s.shaping != nil && s.isLocal(owner, base)
+// Tier returns the tier of the endpoint named owner, a per-endpoint
+// name "<host>.<cluster ID>.<base>", under the set's shaping: the rule
+// local-first answers are ordered by, for tools that explain them.
+// Without shaping every endpoint is TierOther.
+func (s *Set) Tier(owner, base string) Tier {
+	if s == nil || s.shaping == nil {
+		return TierOther
+	}
+	return s.tier(owner, base)
 }
+
+// IsLocal reports whether owner names an endpoint of this cluster (see
+// Tier).
+func (s *Set) IsLocal(owner, base string) bool { return s.Tier(owner, base) == TierLocal }

@@ -91,9 +91,13 @@ type Set struct {
 	// the service's name answers with their addresses all the same.
 	skipped int32
 	typ     Type
-	// localFirst: the headless answers list this cluster's endpoints
-	// first (shape.go).
+	// localFirst: the headless answers list the closest endpoints first
+	// (shape.go).
 	localFirst bool
+	// regional are the source clusters of the set's endpoints, other
+	// than this one, whose slices carry this cluster's region (shape.go:
+	// the region tier); nil without a region.
+	regional []string
 	// shaping is Config.Shaping for headless sets.
 	shaping *Shaping
 }

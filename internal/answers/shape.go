@@ -2,6 +2,7 @@ package answers
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -9,16 +10,17 @@ import (
 	"github.com/mcs-dns/mcs-dns/internal/dnswire"
 )
 
-// Shaping a headless service's answers for the asker: this cluster's
-// endpoints first (local-first), rotated, and cut to what fits the
+// Shaping a headless service's answers for the asker: the closest
+// endpoints first (local-first: this cluster's, then those of clusters
+// in its region, then the others), rotated, and cut to what fits the
 // client's buffer. The answers of a headless service's name (A, AAAA,
 // SRV) and of its SRV names are packed once, on first use, as a
 // dnswire.Ring: a list of units (the records of one endpoint each) in
-// two groups, local and remote, that replies take rotations and
-// prefixes of by copying bytes.
+// groups, one per tier (local, region, other; an empty one is left
+// out), that replies take rotations and prefixes of by copying bytes.
 
-// Locality says which headless answers list this cluster's endpoints
-// first.
+// Locality says which headless answers list the closest endpoints
+// first (see Tier).
 type Locality uint8
 
 const (
@@ -35,20 +37,71 @@ const (
 type Shaping struct {
 	// ClusterID is this cluster's ID ("" unknown: no endpoint is local).
 	ClusterID string
-	Locality  Locality
+	// Region is this cluster's region ("" unknown: no endpoint is in the
+	// region tier, and local-first answers have two tiers, as before
+	// regions).
+	Region   string
+	Locality Locality
 	// Rotate rotates the endpoints of successive answers.
 	Rotate bool
 	// MaxAnswers caps the endpoints of an answer (0: none).
 	MaxAnswers int
 }
 
-// Priorities of the SRV records of local-first answers: clients try the
-// targets of the lowest priority first (RFC 2782) and fail over to other
-// clusters only when local endpoints are gone.
+// Tier is how close an endpoint is to this cluster: local-first answers
+// list the tiers in order.
+type Tier uint8
+
+const (
+	// TierLocal: an endpoint of this cluster (its slice's source cluster
+	// is Shaping.ClusterID).
+	TierLocal Tier = iota
+	// TierRegion: an endpoint of another cluster of this cluster's region
+	// (its slice's source region is Shaping.Region, both known).
+	TierRegion
+	// TierOther: any other endpoint.
+	TierOther
+	numTiers
+)
+
+func (t Tier) String() string {
+	switch t {
+	case TierLocal:
+		return "local"
+	case TierRegion:
+		return "region"
+	}
+	return "other"
+}
+
+// Priorities of the SRV records of local-first answers, by tier: clients
+// try the targets of the lowest priority first (RFC 2782), so they fail
+// over to the region's other clusters only when this cluster's endpoints
+// are gone, and to the rest only when the region's are gone too; a tier
+// without endpoints is skipped. Without a region (Shaping.Region "") the
+// others keep RemotePriority, as before regions: answers are exactly
+// those of two tiers.
 const (
 	LocalPriority  = 0
+	RegionPriority = 10
+	OtherPriority  = 20
+	// RemotePriority is the others' priority when this cluster has no
+	// region.
 	RemotePriority = 10
 )
+
+// Priority is the SRV priority of the endpoints of tier t under sh.
+func (sh *Shaping) Priority(t Tier) uint16 {
+	switch {
+	case t == TierLocal:
+		return LocalPriority
+	case t == TierRegion:
+		return RegionPriority
+	case sh == nil || sh.Region == "":
+		return RemotePriority
+	}
+	return OtherPriority
+}
 
 // PrefersClose reports whether a Service trafficDistribution value asks
 // for endpoints close to the client.
@@ -75,8 +128,8 @@ func (sh *Shaping) localFirst(svc *Service) bool {
 	return false
 }
 
-// LocalFirst reports whether the set's headless answers list this
-// cluster's endpoints first.
+// LocalFirst reports whether the set's headless answers list the
+// closest endpoints first, by tier.
 func (s *Set) LocalFirst() bool { return s.localFirst }
 
 // Shapes reports whether the answers of qtype at n, a node of zone index
@@ -145,23 +198,39 @@ func (s *Set) ringOptions(recLen, perUnit int, start uint32) dnswire.RingOptions
 	return o
 }
 
-// isLocal reports whether owner, "<host>.<cluster ID>.<base>", is the
-// name of an endpoint of this cluster.
-func (s *Set) isLocal(owner, base string) bool {
-	id := s.shaping.ClusterID
+// tier returns the tier of the endpoint named owner, "<host>.<cluster
+// ID>.<base>": local when the cluster ID is this cluster's, region when
+// it is one of s.regional, else other. It runs when a ring is packed
+// (once per change of the service), never per query.
+func (s *Set) tier(owner, base string) Tier {
 	i := strings.IndexByte(owner, '.')
-	if i < 0 {
-		return false
+	if i < 0 || !strings.HasSuffix(owner, base) || len(owner)-len(base)-1 <= i+1 || owner[len(owner)-len(base)-1] != '.' {
+		return TierOther
 	}
-	rest := owner[i+1:]
-	return len(rest) == len(id)+1+len(base) && strings.HasPrefix(rest, id) && rest[len(id)] == '.' && rest[len(id)+1:] == base
+	id := owner[i+1 : len(owner)-len(base)-1]
+	switch {
+	case id == s.shaping.ClusterID:
+		return TierLocal
+	case slices.Contains(s.regional, id):
+		return TierRegion
+	}
+	return TierOther
+}
+
+// unitTier is the tier of the endpoint named owner ("" none) in a ring
+// of the set: TierOther for all when the set is not local-first.
+func (s *Set) unitTier(owner, base string) Tier {
+	if !s.localFirst || owner == "" {
+		return TierOther
+	}
+	return s.tier(owner, base)
 }
 
 // addrUnit is one endpoint's addresses in a service's A and AAAA
 // answers: indexes into the service name's addresses.
 type addrUnit struct {
 	v4, v6 []int32
-	local  bool
+	tier   Tier
 }
 
 // addrUnits returns the units of the A and AAAA answers of the service
@@ -185,7 +254,7 @@ func (s *Set) addrUnits(n *Node) []addrUnit {
 		}
 		if u < 0 {
 			u = len(units)
-			units = append(units, addrUnit{local: owner != "" && s.localFirst && s.isLocal(owner, base)})
+			units = append(units, addrUnit{tier: s.unitTier(owner, base)})
 		}
 		if j < int(n.v4) {
 			units[u].v4 = append(units[u].v4, int32(j)) // #nosec G115 -- at most the addresses of a service
@@ -207,7 +276,7 @@ func (s *Set) addrUnits(n *Node) []addrUnit {
 // many endpoints of its family alone as fit (dnswire.Ring.Choose).
 func (s *Set) addrRings(n *Node, qname string) (a, aaaa *dnswire.Ring) {
 	units := s.addrUnits(n)
-	groups := localGroups(len(units), func(i int) bool { return units[i].local })
+	groups := tierGroups(len(units), func(i int) Tier { return units[i].tier })
 	hasV4, hasV6 := n.v4 > 0, len(n.addrs) > int(n.v4)
 	paired := hasV4 && hasV6
 	mixed := false // some endpoint has one family only
@@ -293,9 +362,9 @@ func spreadV6Only(g []int, units []addrUnit) []int {
 }
 
 // srvRing packs the SRV ring of n in zone index zone: a unit per target,
-// with a record per port (priority LocalPriority for local targets of a
-// local-first set, else RemotePriority; without local-first all 0) and
-// the target's addresses as additional records.
+// with a record per port (in a local-first set the priority of the
+// target's tier, Shaping.Priority; else all 0) and the target's
+// addresses as additional records.
 func (s *Set) srvRing(zone int, n *Node, qname string) *dnswire.Ring {
 	spec := n.srv
 	if len(spec.targets) == 0 || len(spec.ports) == 0 {
@@ -304,15 +373,15 @@ func (s *Set) srvRing(zone int, n *Node, qname string) *dnswire.Ring {
 	base := s.zones[zone].top.owner
 	all := len(spec.targets) * len(spec.ports)
 	weight := uint16(max(1, 100/all)) // #nosec G115 -- at most 100
-	groups := localGroups(len(spec.targets), func(i int) bool { return s.localFirst && s.isLocal(spec.targets[i].owner, base) })
+	groups := tierGroups(len(spec.targets), func(i int) Tier { return s.unitTier(spec.targets[i].owner, base) })
 	var out []dnswire.RingGroup
 	for gi, g := range groups {
+		if len(g) == 0 {
+			continue
+		}
 		prio := uint16(0)
 		if s.localFirst {
-			prio = LocalPriority
-			if gi == 1 {
-				prio = RemotePriority
-			}
+			prio = s.shaping.Priority(Tier(gi)) // #nosec G115 -- fewer than numTiers
 		}
 		rg := dnswire.RingGroup{Ends: make([]uint32, 1, len(g)+1), ExtraEnds: make([]uint32, 1, len(g)+1)}
 		for _, ti := range g {
@@ -341,17 +410,14 @@ func (s *Set) srvRing(zone int, n *Node, qname string) *dnswire.Ring {
 	return dnswire.NewRing(qname, dns.TypeSRV, out, s.ringOptions(0, len(spec.ports), rand.Uint32()))
 }
 
-// localGroups splits the indexes 0..n-1 into the local ones, then the
-// others, each in order; the first group is empty (and left out of the
-// ring) when none is local.
-func localGroups(n int, local func(int) bool) [2][]int {
-	var g [2][]int
+// tierGroups splits the indexes 0..n-1 by tier, each group in order; a
+// tier without any is an empty group (left out of the ring: answers go
+// on to the next tier).
+func tierGroups(n int, tier func(int) Tier) [numTiers][]int {
+	var g [numTiers][]int
 	for i := range n {
-		if local(i) {
-			g[0] = append(g[0], i)
-		} else {
-			g[1] = append(g[1], i)
-		}
+		t := tier(i)
+		g[t] = append(g[t], i)
 	}
 	return g
 }

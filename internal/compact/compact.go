@@ -279,7 +279,8 @@ func ParseIP(s string) (netip.Addr, error) {
 var ErrNoSourceCluster = errors.New("no " + mcsapi.LabelSourceCluster + " label")
 
 // SliceFromEndpointSlice keeps what DNS needs of an EndpointSlice: the
-// source cluster, and the addresses and hostname of every ready endpoint
+// source cluster and its region (a source-region label that is not a
+// region is none), and the addresses and hostname of every ready endpoint
 // (nil ready counts as ready, as in Kubernetes; DNS never answers with
 // the others). A slice without a valid source cluster is rejected (Err);
 // a malformed endpoint, ready or not, is skipped and counted.
@@ -300,6 +301,10 @@ func SliceFromEndpointSlice(es *discoveryv1.EndpointSlice, now time.Time) *Slice
 		return s
 	}
 	s.Slice.ClusterID = intern(id)
+	// A region that is not one is none: it only orders answers.
+	if r := es.Labels[mcsapi.LabelSourceRegion]; r != "" && mcsapi.ValidateRegion(r) == nil {
+		s.Slice.Region = intern(r)
+	}
 	var v6 bool
 	switch es.AddressType {
 	case discoveryv1.AddressTypeIPv4:

@@ -173,6 +173,20 @@ func TestSliceFromEndpointSlice(t *testing.T) {
 	assert.Equal(t, s.Slice, cp.Slice)
 }
 
+// The source-region label becomes the slice's region; one that is not a
+// label value is no region, and the slice is served all the same.
+func TestSliceRegion(t *testing.T) {
+	for label, want := range map[string]string{"eu-west-1": "eu-west-1", "": "", "eu west": "", "-eu": ""} {
+		l := labels("east")
+		if label != "" {
+			l[mcsapi.LabelSourceRegion] = label
+		}
+		s := SliceFromEndpointSlice(slice(l, discoveryv1.AddressTypeIPv4), time.Now())
+		require.NoError(t, s.Err, label)
+		assert.Equal(t, want, s.Slice.Region, label)
+	}
+}
+
 func TestSliceRejected(t *testing.T) {
 	for name, es := range map[string]*discoveryv1.EndpointSlice{
 		"no source cluster": slice(labels(""), discoveryv1.AddressTypeIPv4),

@@ -44,6 +44,13 @@ type Ring struct {
 	next             atomic.Uint32
 }
 
+// MaxGroups is the most groups (with units) a Ring has: the tiers of
+// local-first answers (this cluster, its region, the rest).
+const MaxGroups = 3
+
+// Offsets are the rotation offsets of a reply's groups (see Choose).
+type Offsets [MaxGroups]int
+
 // RingGroup is one group of units: Recs holds their answer records in
 // order, Ends[i] the octets of units [0, i) (len(Ends) is the number of
 // units plus one). Pair, when not nil, are the Ends of the same units in
@@ -94,8 +101,9 @@ const (
 )
 
 // NewRing returns the Ring of the question (qname, lower case, and
-// qtype) answered by groups; nil when qname has escapes or is not a
-// valid name, or there are no units.
+// qtype) answered by groups (the empty ones left out); nil when qname
+// has escapes or is not a valid name, there are no units, or more than
+// MaxGroups groups have some.
 func NewRing(qname string, qtype uint16, groups []RingGroup, o RingOptions) *Ring {
 	if strings.IndexByte(qname, '\\') >= 0 || len(qname) == 0 || len(qname) > 254 {
 		return nil
@@ -117,7 +125,7 @@ func NewRing(qname string, qtype uint16, groups []RingGroup, o RingOptions) *Rin
 			g.counted = g.counted || gr.Count != nil
 		}
 	}
-	if g.units == 0 {
+	if g.units == 0 || len(g.groups) > MaxGroups {
 		return nil
 	}
 	if g.max <= 0 || g.max > g.units {
@@ -165,7 +173,7 @@ func window(ends []uint32, n, o, j int) int {
 
 // size returns the octets of the first k units at offsets off, in the
 // answer (by Ends) and in the paired one (by Pair).
-func (g *Ring) size(k int, off *[2]int) (ans, pair int) {
+func (g *Ring) size(k int, off *Offsets) (ans, pair int) {
 	for i := range g.groups {
 		gr := &g.groups[i]
 		j := min(k, gr.n())
@@ -180,7 +188,7 @@ func (g *Ring) size(k int, off *[2]int) (ans, pair int) {
 
 // counts returns the units with records in the answer and in the paired
 // one among the first k at offsets off (k, k without Count).
-func (g *Ring) counts(k int, off *[2]int) (own, pair int) {
+func (g *Ring) counts(k int, off *Offsets) (own, pair int) {
 	if !g.counted {
 		return k, k
 	}
@@ -224,7 +232,7 @@ func largest(lo, hi int, ok func(int) bool) int {
 // each as many others as fit. Only when that leaves a reply without
 // records (its first unit with any lies past what fits the paired
 // reply) does it take what fits of its own alone.
-func (g *Ring) Choose(limit int, opt bool) (k int, off [2]int, extra bool) {
+func (g *Ring) Choose(limit int, opt bool) (k int, off Offsets, extra bool) {
 	room := limit - len(g.head)
 	if opt {
 		room -= optLen
@@ -243,7 +251,7 @@ func (g *Ring) Choose(limit int, opt bool) (k int, off [2]int, extra bool) {
 }
 
 // choose is Choose's number of units for room octets at offsets off.
-func (g *Ring) choose(room int, off *[2]int) int {
+func (g *Ring) choose(room int, off *Offsets) int {
 	if g.unitLen > 0 {
 		k := min(g.max, room/g.unitLen)
 		if g.pairLen > 0 && room/g.pairLen > 0 {
@@ -289,7 +297,7 @@ func (g *Ring) choose(room int, off *[2]int) int {
 
 // withExtra reports whether a reply of k units at offsets off carries
 // the additional section: only with every unit, when it fits as well.
-func (g *Ring) withExtra(k, room int, off *[2]int) bool {
+func (g *Ring) withExtra(k, room int, off *Offsets) bool {
 	if k != g.units || g.extraN == 0 {
 		return false
 	}
@@ -308,7 +316,7 @@ func (g *Ring) withExtra(k, room int, off *[2]int) bool {
 // none). It reports false, appending nothing, when k is 0 or r is not a
 // QUERY of one question of class IN whose name is g.Name up to ASCII
 // case.
-func (g *Ring) AppendReply(dst []byte, r *dns.Msg, opt *dns.OPT, k int, off [2]int, extra bool) ([]byte, bool) {
+func (g *Ring) AppendReply(dst []byte, r *dns.Msg, opt *dns.OPT, k int, off Offsets, extra bool) ([]byte, bool) {
 	if k <= 0 || len(r.Question) != 1 || r.Opcode != dns.OpcodeQuery || r.Question[0].Qclass != dns.ClassINET {
 		return dst, false
 	}

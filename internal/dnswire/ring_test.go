@@ -64,7 +64,7 @@ func pairedRings(units []pairedUnit, o RingOptions) (a, aaaa *Ring, groups [2][]
 }
 
 // order is the units a reply of k units at offsets off lists.
-func order(groups [2][]int, k int, off [2]int) []int {
+func order(groups [2][]int, k int, off Offsets) []int {
 	var out []int
 	gi := 0
 	for _, g := range groups {

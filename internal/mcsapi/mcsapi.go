@@ -35,6 +35,11 @@ const (
 	// reader (the plugin's endpointslice_managers) can trust a copy by
 	// who wrote the original as well as by who copied it.
 	LabelSourceManagedBy = "mcs-dns.io/source-managed-by"
+	// LabelSourceRegion on a mirrored EndpointSlice is the region of its
+	// source cluster (the value of that cluster's region ClusterProperty,
+	// see RegionProperty), absent when the cluster has none: the plugin
+	// ranks the endpoints of clusters in its own region second.
+	LabelSourceRegion = "mcs-dns.io/source-region"
 	// LabelKubeServiceName is the label kube-proxy uses to route a Service's slices.
 	LabelKubeServiceName = "kubernetes.io/service-name"
 
@@ -62,6 +67,12 @@ const (
 	ClusterIDProperty = "cluster.clusterset.k8s.io"
 	// ClusterSetProperty is the ClusterProperty whose value names the clusterset.
 	ClusterSetProperty = "clusterset.k8s.io"
+	// RegionProperty is the default name of the ClusterProperty whose
+	// value is the cluster's region. It is the well-known node label
+	// topology.kubernetes.io/region turned into an object name (which
+	// cannot hold a '/'), so that the value an operator already gives
+	// its nodes reads as what it is.
+	RegionProperty = "region.topology.kubernetes.io"
 )
 
 // ClusterPropertyGVR is the About API ClusterProperty resource.

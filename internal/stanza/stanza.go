@@ -1,7 +1,8 @@
 // Package stanza parses the options of an mcs Corefile stanza that decide
 // its answers (its zones, the trusted EndpointSlice managers, and the
-// shaping options cluster_id, locality, rotate and max_answers) and reads
-// the cluster ID from the About API as the plugin does. plugin/mcs's setup
+// shaping options cluster_id, region, region_property, locality, rotate
+// and max_answers) and reads the cluster ID from the About API as the
+// plugin does. plugin/mcs's setup
 // and `kubectl mcs explain --corefile` share it, so that explain computes
 // the answers of the CoreDNS it explains without linking CoreDNS's server
 // (plugin/mcs would double the kubectl plugin's binary).
@@ -41,9 +42,13 @@ type Options struct {
 	// values (endpointslice_managers); nil: any but the Kubernetes
 	// endpointslice controller's.
 	Managers []string
-	// Shaping: cluster_id (else read from the ClusterProperty at
-	// start-up), locality, rotate, max_answers.
+	// Shaping: cluster_id and region (else read from the
+	// ClusterProperties at start-up), locality, rotate, max_answers.
 	Shaping answers.Shaping
+	// RegionProperty is the ClusterProperty the region is read from when
+	// there is no region option (region_property; "":
+	// mcsapi.RegionProperty).
+	RegionProperty string
 }
 
 // Parse parses the option d is at (d.Val() is its name) when it is one
@@ -78,6 +83,24 @@ func (o *Options) Parse(d *caddyfile.Dispenser) (bool, error) {
 			return true, d.Errf("cluster_id: %v", err)
 		}
 		o.Shaping.ClusterID = args[0]
+	case "region":
+		args := d.RemainingArgs()
+		if len(args) != 1 {
+			return true, d.ArgErr()
+		}
+		if err := mcsapi.ValidateRegion(args[0]); err != nil {
+			return true, d.Errf("region: %v", err)
+		}
+		o.Shaping.Region = args[0]
+	case "region_property":
+		args := d.RemainingArgs()
+		if len(args) != 1 {
+			return true, d.ArgErr()
+		}
+		if err := mcsapi.ValidateRegionProperty(args[0]); err != nil {
+			return true, d.Errf("region_property: %v", err)
+		}
+		o.RegionProperty = args[0]
 	case "locality":
 		args := d.RemainingArgs()
 		if len(args) != 1 {

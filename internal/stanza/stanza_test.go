@@ -22,6 +22,8 @@ clusterset.local 10.250.0.0/16 {
         kubeconfig /nowhere/kubeconfig east
         ttl 30
         cluster_id {$MCS_TEST_CLUSTER}
+        region eu-west-1
+        region_property region.example.com
         locality local-first
         rotate
         max_answers 20
@@ -41,7 +43,8 @@ example.org {
 	assert.Equal(t, []string{"clusterset.local", "10.250.0.0/16"}, got[0].Keys)
 	assert.Equal(t, 4, got[0].Line)
 	assert.Equal(t, []string{"clusterset.local.", "250.10.in-addr.arpa."}, got[0].Zones)
-	assert.Equal(t, answers.Shaping{ClusterID: "west", Locality: answers.LocalityLocalFirst, Rotate: true, MaxAnswers: 20}, got[0].Shaping)
+	assert.Equal(t, answers.Shaping{ClusterID: "west", Region: "eu-west-1", Locality: answers.LocalityLocalFirst, Rotate: true, MaxAnswers: 20}, got[0].Shaping)
+	assert.Equal(t, "region.example.com", got[0].RegionProperty)
 	assert.Equal(t, []string{"mcs-importer.mcs-dns.io", "other.example/endpointslice-controller.k8s.io"}, got[0].Managers)
 	assert.Equal(t, []string{"clusterset.local."}, got[1].Zones, "the default zone")
 	assert.Equal(t, stanza.Options{}, got[1].Options)
@@ -68,6 +71,9 @@ func TestReadExamplesAndErrors(t *testing.T) {
 		"a {\n mcs {\n  locality near\n }\n}":                `locality "near" is neither local-first nor none`,
 		"a {\n mcs {\n  cluster_id Not_An_ID\n }\n}":         `cluster_id: cluster ID "Not_An_ID" is not valid (a DNS-1123 subdomain`,
 		"a {\n mcs {\n  rotate always\n }\n}":                "Wrong argument count",
+		"a {\n mcs {\n  region eu west\n }\n}":               "Wrong argument count",
+		"a {\n mcs {\n  region -eu\n }\n}":                   `region: region "-eu" is not valid (a label value`,
+		"a {\n mcs {\n  region_property a/b\n }\n}":          `region_property: ClusterProperty name "a/b" is not valid`,
 		"a {\n mcs in-addr.arpa\n}":                          "at least one zone must be a forward (non-reverse) zone",
 		"a {\n mcs\n mcs\n}":                                 "server block a has more than one mcs stanza",
 		"a {\n mcs {\n  endpointslice_managers\n }\n}":       "Wrong argument count",

@@ -115,9 +115,14 @@ func BenchmarkIndexUpdate(b *testing.B) {
 	}
 }
 
+// benchRegions are the regions of the shaping benchmark's clusters: with
+// north's ID and region, three tiers (north, east, west).
+var benchRegions = map[string]string{"east": "eu", "north": "eu", "west": "us"}
+
 // shapingMCS is a plugin answering headless services of 50, 500 and
 // 5,000 ready endpoints (hostnames, IPv4, in three clusters, one of them
-// this one) and the fixture, with answers shaped by sh.
+// this one, regions benchRegions) and the fixture, with answers shaped
+// by sh.
 func shapingMCS(b testing.TB, sh *answers.Shaping) *MCS {
 	p := newMCS(&config{zones: []string{"clusterset.local."}, ttl: 5}, nil)
 	acfg := answers.Config{Zones: p.cfg.forwardZones(), TTL: 5, Shaping: sh}
@@ -129,7 +134,7 @@ func shapingMCS(b testing.TB, sh *answers.Shaping) *MCS {
 			Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}}}
 		var sl []*answers.Slice
 		for c, id := range []string{"east", "north", "west"} {
-			s := &answers.Slice{Name: id, ClusterID: id}
+			s := &answers.Slice{Name: id, ClusterID: id, Region: benchRegions[id]}
 			for i := c; i < n; i += 3 {
 				s.Endpoints = append(s.Endpoints, readyEP(fmt.Sprintf("pod-%d", i), fmt.Sprintf("10.%d.%d.%d", 100+c, i>>8, i&255)))
 			}
@@ -144,7 +149,7 @@ func shapingMCS(b testing.TB, sh *answers.Shaping) *MCS {
 		Ports: []answers.Port{{Name: "http", Protocol: "tcp", Port: 80}}}
 	var sl []*answers.Slice
 	for c, id := range []string{"east", "north", "west"} {
-		s := &answers.Slice{Name: id, ClusterID: id}
+		s := &answers.Slice{Name: id, ClusterID: id, Region: benchRegions[id]}
 		for i := c; i < 500; i += 3 {
 			var ips []string
 			if i%3 != 2 {
@@ -172,6 +177,8 @@ func BenchmarkShaping(b *testing.B) {
 	}{
 		{"off", nil},
 		{"local-first", &answers.Shaping{ClusterID: "north", Locality: answers.LocalityLocalFirst}},
+		// Three tiers populated: north local, east in its region, west other.
+		{"tiers", &answers.Shaping{ClusterID: "north", Region: "eu", Locality: answers.LocalityLocalFirst}},
 		{"rotate", &answers.Shaping{Rotate: true}},
 		{"max_answers=20", &answers.Shaping{MaxAnswers: 20}},
 		{"all", &answers.Shaping{ClusterID: "north", Locality: answers.LocalityLocalFirst, Rotate: true, MaxAnswers: 20}},

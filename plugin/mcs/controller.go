@@ -35,6 +35,9 @@ type controller struct {
 	// slices are served (nil: any but the Kubernetes endpointslice
 	// controller's; a slice without one never is).
 	managers []string
+	// regionProperty is the ClusterProperty the region is read from
+	// ("": mcsapi.RegionProperty; see learnClusterID).
+	regionProperty string
 
 	synced atomic.Bool
 	// syncedCh is closed when synced becomes true.

@@ -98,6 +98,7 @@ func newMCS(cfg *config, restCfg *rest.Config) *MCS {
 	if restCfg != nil {
 		sh := cfg.shaping
 		p.ctl = newController(restCfg, cfg.namespaces, cfg.managers, p.index, answers.Config{Zones: fwd, TTL: cfg.ttl, Shaping: &sh})
+		p.ctl.regionProperty = cfg.regionProperty
 	}
 	return p
 }

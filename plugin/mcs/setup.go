@@ -63,9 +63,11 @@ type config struct {
 	// endpointslice controller's.
 	managers []string
 	fall     fall.F
-	// shaping: cluster_id (else read from the ClusterProperty at
-	// start-up), locality, rotate, max_answers.
+	// shaping: cluster_id and region (else read from the
+	// ClusterProperties at start-up), locality, rotate, max_answers.
 	shaping answers.Shaping
+	// regionProperty: region_property ("": mcsapi.RegionProperty).
+	regionProperty string
 }
 
 func (c *config) forwardZones() []string { return stanza.ForwardZones(c.zones) }
@@ -160,6 +162,8 @@ const startupWait = 5 * time.Second
 //	    namespaces NAMESPACE...
 //	    fallthrough [ZONES...]
 //	    cluster_id ID
+//	    region REGION
+//	    region_property NAME
 //	    locality local-first|none
 //	    rotate
 //	    max_answers N
@@ -248,7 +252,7 @@ func parse(c *caddy.Controller) (*config, error) {
 			}
 		}
 	}
-	cfg.managers, cfg.shaping = opts.Managers, opts.Shaping
+	cfg.managers, cfg.shaping, cfg.regionProperty = opts.Managers, opts.Shaping, opts.RegionProperty
 	return cfg, nil
 }
 

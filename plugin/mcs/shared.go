@@ -171,7 +171,7 @@ func sourceKey(cfg *config, rc *rest.Config) string {
 		managers = strings.Join(slices.Sorted(slices.Values(cfg.managers)), ",")
 	}
 	sh := cfg.shaping
-	shaping := fmt.Sprintf("%q %d %v %d", sh.ClusterID, sh.Locality, sh.Rotate, sh.MaxAnswers)
+	shaping := fmt.Sprintf("%q %q %q %d %v %d", sh.ClusterID, sh.Region, cfg.regionProperty, sh.Locality, sh.Rotate, sh.MaxAnswers)
 	return strings.Join([]string{hex.EncodeToString(h.Sum(nil)), strings.Join(ns, ","),
 		strings.Join(cfg.forwardZones(), ","), strconv.Itoa(int(cfg.ttl)), managers, shaping}, "\x00")
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -304,16 +305,26 @@ func startOne(assets string, spec Spec, all []*apiextensionsCRD, index int) (*Cl
 // SetClusterID creates or updates the cluster's About API ClusterProperty
 // cluster.clusterset.k8s.io.
 func (c *Cluster) SetClusterID(ctx context.Context, id string) error {
+	if err := c.SetClusterProperty(ctx, mcsapi.ClusterIDProperty, id); err != nil {
+		return err
+	}
+	c.ID = id
+	return nil
+}
+
+// SetClusterProperty creates or updates the cluster's About API
+// ClusterProperty name with value (the region's, say).
+func (c *Cluster) SetClusterProperty(ctx context.Context, name, value string) error {
 	props := c.Dynamic.Resource(mcsapi.ClusterPropertyGVR)
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": mcsapi.ClusterPropertyGVR.GroupVersion().String(),
 		"kind":       "ClusterProperty",
-		"metadata":   map[string]any{"name": mcsapi.ClusterIDProperty},
-		"spec":       map[string]any{"value": id},
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"value": value},
 	}}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	existing, err := props.Get(ctx, mcsapi.ClusterIDProperty, metav1.GetOptions{})
+	existing, err := props.Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
 		obj.SetResourceVersion(existing.GetResourceVersion())
 		_, err = props.Update(ctx, obj, metav1.UpdateOptions{})
@@ -321,9 +332,20 @@ func (c *Cluster) SetClusterID(ctx context.Context, id string) error {
 		_, err = props.Create(ctx, obj, metav1.CreateOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("setting ClusterProperty %s=%s: %w", mcsapi.ClusterIDProperty, id, err)
+		return fmt.Errorf("setting ClusterProperty %s=%s: %w", name, value, err)
 	}
-	c.ID = id
+	return nil
+}
+
+// DeleteClusterProperty deletes the cluster's About API ClusterProperty
+// name; one that does not exist is no error.
+func (c *Cluster) DeleteClusterProperty(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := c.Dynamic.Resource(mcsapi.ClusterPropertyGVR).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting ClusterProperty %s: %w", name, err)
+	}
 	return nil
 }
 

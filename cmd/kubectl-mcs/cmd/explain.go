@@ -33,9 +33,10 @@ type ExplainOptions struct {
 	// mcs stanza gives the zones, endpointslice_managers and answer
 	// shaping, unless the flags below (or Managers, Zone) are given.
 	Corefile string
-	// ClusterID, Locality and MaxAnswers mirror the stanza's cluster_id,
-	// locality and max_answers.
+	// ClusterID, Region, Locality and MaxAnswers mirror the stanza's
+	// cluster_id, region, locality and max_answers.
 	ClusterID  string
+	Region     string
 	Locality   string
 	MaxAnswers int
 
@@ -96,6 +97,7 @@ Corefile, or with --cluster-id, --locality and --max-answers.`,
 	fs.StringVar(&o.Zone, "zone", o.Zone, "the forward zone the mcs plugin serves")
 	fs.StringVar(&o.Corefile, "corefile", "", "the Corefile of that member's CoreDNS; its mcs stanza gives the zones, endpointslice_managers and answer shaping (cluster_id, locality, rotate, max_answers) unless flags override them")
 	fs.StringVar(&o.ClusterID, "cluster-id", "", "the member's cluster ID for local-first answers, as the Corefile's cluster_id (default: the Corefile's, else the member's ClusterProperty cluster.clusterset.k8s.io, as the plugin reads it)")
+	fs.StringVar(&o.Region, "region", "", "the member's region for the region tier of local-first answers, as the Corefile's region (default: the Corefile's, else the member's region ClusterProperty, region_property or region.topology.kubernetes.io, as the plugin reads it)")
 	fs.StringVar(&o.Locality, "locality", "", "local-first, none or default, as the Corefile's locality (default: the Corefile's, else default: local-first for imports whose trafficDistribution asks for closeness)")
 	fs.IntVar(&o.MaxAnswers, "max-answers", 0, "at most this many endpoints per headless answer, as the Corefile's max_answers (0: as many as fit; default: the Corefile's)")
 	return cmd
@@ -252,6 +254,10 @@ type ExplainReport struct {
 	// Local are the records of Answer of this cluster's endpoints, which
 	// a local-first answer lists first (SRV: with priority 0).
 	Local []string `json:"local,omitempty"`
+	// Tiers say, for each record of Answer of a local-first answer, its
+	// endpoint's tier and why: "local (cluster east)", "region
+	// (eu-west-1, cluster north)" or "other (cluster south)".
+	Tiers map[string]string `json:"tiers,omitempty"`
 	// All is every record the name answers with when max_answers cuts
 	// Answer to fewer (a rotating CoreDNS answers with others of them).
 	All []string `json:"all,omitempty"`

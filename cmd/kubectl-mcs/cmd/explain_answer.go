@@ -99,8 +99,8 @@ func (o *ExplainOptions) explainForward(ctx context.Context, ms []*member, m *me
 	default:
 		rep.Rcode = "NOERROR"
 		_, cset, cnode := cut.ResolveService(n.Key, n.Prefix, zi, qtype)
-		c := shapedAnswer(set, cset, node, cnode, zi, qname, qtype, n.Key+".svc."+ac.zones[0])
-		rep.Answer, rep.Extra, rep.Local = render(c.answer), render(c.extra), render(c.local)
+		c := shapedAnswer(set, cset, node, cnode, zi, qname, qtype, n.Key+".svc."+ac.zones[0], ac.shaping.Region)
+		rep.Answer, rep.Extra, rep.Local, rep.Tiers = render(c.answer), render(c.extra), render(c.local), c.tiers
 		if all := render(c.all); !slices.Equal(all, rep.Answer) {
 			rep.All = all
 		}
@@ -151,15 +151,18 @@ type computed struct {
 	// when max_answers cuts it); local: those of this cluster's endpoints
 	// when the answer is local-first.
 	all, local []dns.RR
+	// tiers: the tier of each record of all, and why, by its rendering
+	// (local-first answers only; see ExplainReport.Tiers).
+	tiers map[string]string
 }
 
 // shapedAnswer computes the records of qtype at node as the plugin's
-// handler does (answers.Set.Shapes, Ring): full is the set built without
+// handler does (region is the member's, for the tiers' reasons) (answers.Set.Shapes, Ring): full is the set built without
 // max_answers, cut the one built with it (the same set when there is
 // none), each with its node of the name. Rotation is left out: it only
 // turns the order from query to query. base is the service's name in the
 // first zone (where PTR targets are).
-func shapedAnswer(full, cut *answers.Set, fullNode, cutNode *answers.Node, zone int, qname string, qtype uint16, base string) computed {
+func shapedAnswer(full, cut *answers.Set, fullNode, cutNode *answers.Node, zone int, qname string, qtype uint16, base, region string) computed {
 	var c computed
 	c.answer, c.extra = ringRecords(cut, cutNode, zone, qname, qtype)
 	c.all = c.answer
@@ -169,33 +172,66 @@ func shapedAnswer(full, cut *answers.Set, fullNode, cutNode *answers.Node, zone 
 	if full == nil || !full.LocalFirst() {
 		return c
 	}
-	// Which records are the local endpoints': SRV by their priority, A
-	// and AAAA by the endpoint name (PTR target) of their address.
-	local := map[string]bool{}
+	// Each record's endpoint: SRV by its target, A and AAAA by the
+	// endpoint name (PTR target) of their address; its tier by the
+	// plugin's rule (answers.Set.Tier).
+	owners := map[string]string{}
 	if qtype != dns.TypeSRV {
-		seen := map[string]bool{}
 		for _, p := range full.PTRs() {
-			if !seen[p.Reverse] { // the first target names the endpoint
-				seen[p.Reverse] = true
-				local[p.Reverse] = full.IsLocal(p.Target, base)
+			if _, ok := owners[p.Reverse]; !ok { // the first target names the endpoint
+				owners[p.Reverse] = p.Target
 			}
 		}
 	}
-	for _, rr := range c.all {
-		var isLoc bool
-		switch r := rr.(type) {
-		case *dns.SRV:
-			isLoc = r.Priority == answers.LocalPriority
-		case *dns.A:
-			isLoc = local[reverseOf(addrOf(r.A))]
-		case *dns.AAAA:
-			isLoc = local[reverseOf(addrOf(r.AAAA))]
-		}
-		if isLoc {
-			c.local = append(c.local, rr)
+	// SRV targets are names of the queried zone: below the service's
+	// name there, qname without its _port._proto labels.
+	srvBase := strings.ToLower(qname)
+	if strings.HasPrefix(srvBase, "_") {
+		for range 2 {
+			_, srvBase, _ = strings.Cut(srvBase, ".")
 		}
 	}
+	c.tiers = map[string]string{}
+	for _, rr := range c.all {
+		var owner string
+		base := base
+		switch r := rr.(type) {
+		case *dns.SRV:
+			owner, base = strings.ToLower(r.Target), srvBase
+		case *dns.A:
+			owner = owners[reverseOf(addrOf(r.A))]
+		case *dns.AAAA:
+			owner = owners[reverseOf(addrOf(r.AAAA))]
+		}
+		tier, why := answers.TierOther, ""
+		if owner != "" {
+			tier = full.Tier(owner, base)
+			why = "cluster " + clusterOfOwner(owner, base)
+		}
+		if tier == answers.TierLocal {
+			c.local = append(c.local, rr)
+		}
+		if tier == answers.TierRegion {
+			why = region + ", " + why
+		}
+		desc := tier.String()
+		if why != "" {
+			desc += " (" + why + ")"
+		}
+		c.tiers[renderOrdered([]dns.RR{rr})[0]] = desc
+	}
 	return c
+}
+
+// clusterOfOwner is the cluster ID in a per-endpoint name
+// "<host>.<cluster ID>.<base>" ("?" when owner is not one).
+func clusterOfOwner(owner, base string) string {
+	_, rest, ok := strings.Cut(owner, ".")
+	id, found := strings.CutSuffix(rest, "."+base)
+	if !ok || !found || id == "" {
+		return "?"
+	}
+	return id
 }
 
 // addrOf is ip as a netip.Addr (IPv4 unmapped).

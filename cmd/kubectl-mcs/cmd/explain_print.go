@@ -3,7 +3,6 @@ package cmd
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 )
 
@@ -48,14 +47,16 @@ func printExplain(w io.Writer, rep *ExplainReport) {
 		fmt.Fprintf(w, "\nShaping%s: %s\n", orEmpty(" (mcs stanza at ", sh.Corefile, ")"), shapingString(sh))
 	}
 	fmt.Fprintf(w, "\nAnswer (the plugin's code on these objects): %s\n", rep.Rcode)
-	// Local-first: this cluster's endpoints first, as the plugin lists them.
-	for _, local := range []bool{true, false} {
+	// Local-first: by tier, as the plugin lists them, each with its tier
+	// and why.
+	for _, tier := range []string{"local", "region", "other", ""} {
 		for _, a := range rep.Answer {
-			if slices.Contains(rep.Local, a) != local {
+			t := rep.Tiers[a]
+			if tierName(t) != tier {
 				continue
 			}
-			if local {
-				fmt.Fprintf(w, "  %s   (local, first)\n", a)
+			if t != "" {
+				fmt.Fprintf(w, "  %s   (%s)\n", a, t)
 			} else {
 				fmt.Fprintf(w, "  %s\n", a)
 			}
@@ -103,6 +104,12 @@ func condString(c *condition) string {
 	return c.Status + "(" + c.Reason + ")"
 }
 
+// tierName is the tier of a Tiers description ("" none).
+func tierName(desc string) string {
+	name, _, _ := strings.Cut(desc, " ")
+	return name
+}
+
 // shapingString is sh in the Corefile's words.
 func shapingString(sh *ShapingInfo) string {
 	parts := []string{"locality " + sh.Locality}
@@ -111,6 +118,11 @@ func shapingString(sh *ShapingInfo) string {
 	} else {
 		parts = append(parts, "no cluster ID"+orEmpty(" (", sh.ClusterIDFrom, ")"))
 	}
+	if sh.Region != "" {
+		parts = append(parts, fmt.Sprintf("region %s (%s)", sh.Region, sh.RegionFrom))
+	} else if sh.RegionFrom != "" {
+		parts = append(parts, "no region ("+sh.RegionFrom+")")
+	}
 	if sh.Rotate {
 		parts = append(parts, "rotate (the answer shown is one turn)")
 	}
@@ -118,7 +130,7 @@ func shapingString(sh *ShapingInfo) string {
 		parts = append(parts, fmt.Sprintf("max_answers %d", sh.MaxAnswers))
 	}
 	if sh.LocalFirst {
-		parts = append(parts, "this answer is local-first")
+		parts = append(parts, "this answer is local-first (local, then region, then other)")
 	}
 	return strings.Join(parts, ", ")
 }

@@ -26,12 +26,18 @@ type ShapingInfo struct {
 	// local), and ClusterIDFrom where it comes from or why there is none.
 	ClusterID     string `json:"clusterID,omitempty"`
 	ClusterIDFrom string `json:"clusterIDFrom,omitempty"`
+	// Region is the member's region ("" none: no endpoint is in the
+	// region tier), and RegionFrom where it comes from or why there is
+	// none.
+	Region     string `json:"region,omitempty"`
+	RegionFrom string `json:"regionFrom,omitempty"`
 	// Locality is local-first, none or default.
 	Locality   string `json:"locality"`
 	Rotate     bool   `json:"rotate,omitempty"`
 	MaxAnswers int    `json:"maxAnswers,omitempty"`
-	// LocalFirst: this answer lists the member's own endpoints first
-	// (SRV: priority 0, the others 10).
+	// LocalFirst: this answer lists the member's own endpoints first,
+	// then those of its region's clusters (SRV: priorities 0, 10, and
+	// 20 for the others; 10 without a region).
 	LocalFirst bool `json:"localFirst,omitempty"`
 }
 
@@ -41,7 +47,9 @@ type ShapingInfo struct {
 type answerConfig struct {
 	zones   []string
 	shaping answers.Shaping
-	info    ShapingInfo
+	// regionProperty is the stanza's region_property ("": the default).
+	regionProperty string
+	info           ShapingInfo
 }
 
 // resolveConfig reads the mcs stanza of --corefile that serves qname,
@@ -83,6 +91,10 @@ func resolveConfig(o *ExplainOptions) (*answerConfig, error) {
 		if s.Shaping.ClusterID != "" {
 			ac.info.ClusterIDFrom = "cluster_id in " + ac.info.Corefile
 		}
+		if s.Shaping.Region != "" {
+			ac.info.RegionFrom = "region in " + ac.info.Corefile
+		}
+		ac.regionProperty = s.RegionProperty
 		if !o.explicit["endpointslice-managers"] {
 			o.Managers = s.Managers
 		}
@@ -95,6 +107,12 @@ func resolveConfig(o *ExplainOptions) (*answerConfig, error) {
 			return nil, fmt.Errorf("--cluster-id: %w", err)
 		}
 		ac.shaping.ClusterID, ac.info.ClusterIDFrom = o.ClusterID, "--cluster-id"
+	}
+	if o.explicit["region"] {
+		if err := mcsapi.ValidateRegion(o.Region); err != nil {
+			return nil, fmt.Errorf("--region: %w", err)
+		}
+		ac.shaping.Region, ac.info.RegionFrom = o.Region, "--region"
 	}
 	if o.explicit["locality"] {
 		if o.Locality == "default" {
@@ -120,27 +138,44 @@ func resolveConfig(o *ExplainOptions) (*answerConfig, error) {
 	return ac, nil
 }
 
-// learnClusterID reads the member's cluster ID as the plugin does at
-// start-up (memberconn.ReadValidClusterID) when none was given and some answer
-// could be local-first; without one, no endpoint is local.
+// learnClusterID reads the member's cluster ID and region as the plugin
+// does at start-up (memberconn.ReadValidClusterID, ReadRegion) when none
+// was given and some answer could be local-first; without an ID, no
+// endpoint is local, without a region none is in the region tier.
 func (ac *answerConfig) learnClusterID(ctx context.Context, timeout time.Duration, m *member) {
 	defer ac.describe()
-	if ac.shaping.ClusterID != "" || ac.shaping.Locality == answers.LocalityNone {
+	if ac.shaping.Locality == answers.LocalityNone {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	id, err := memberconn.ReadValidClusterID(ctx, m.Dyn)
-	if err != nil {
-		ac.info.ClusterIDFrom = "none, so no answer is local-first: " + err.Error()
-		return
+	if ac.shaping.ClusterID == "" {
+		id, err := memberconn.ReadValidClusterID(ctx, m.Dyn)
+		if err != nil {
+			ac.info.ClusterIDFrom = "none, so no answer is local-first: " + err.Error()
+			return
+		}
+		ac.shaping.ClusterID, ac.info.ClusterIDFrom = id, "ClusterProperty "+mcsapi.ClusterIDProperty
 	}
-	ac.shaping.ClusterID, ac.info.ClusterIDFrom = id, "ClusterProperty "+mcsapi.ClusterIDProperty
+	if ac.shaping.Region == "" {
+		prop := ac.regionProperty
+		if prop == "" {
+			prop = mcsapi.RegionProperty
+		}
+		switch region, err := memberconn.ReadRegion(ctx, m.Dyn, prop); {
+		case err != nil:
+			ac.info.RegionFrom = "none, so no region tier: " + err.Error()
+		case region == "":
+			ac.info.RegionFrom = "none (no ClusterProperty " + prop + "), so no region tier"
+		default:
+			ac.shaping.Region, ac.info.RegionFrom = region, "ClusterProperty "+prop
+		}
+	}
 }
 
 func (ac *answerConfig) describe() {
 	sh := &ac.shaping
-	ac.info.ClusterID, ac.info.Rotate, ac.info.MaxAnswers = sh.ClusterID, sh.Rotate, sh.MaxAnswers
+	ac.info.ClusterID, ac.info.Region, ac.info.Rotate, ac.info.MaxAnswers = sh.ClusterID, sh.Region, sh.Rotate, sh.MaxAnswers
 	if ac.info.Locality = stanza.LocalityString(sh.Locality); ac.info.Locality == "" {
 		ac.info.Locality = "default"
 	}

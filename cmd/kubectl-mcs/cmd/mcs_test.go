@@ -419,13 +419,51 @@ func TestKubectlMCS(t *testing.T) {
 		// The human form.
 		code, out, errOut := kubectl("explain", srv, "--kubeconfig", set.Kubeconfig, "--contexts", members, "--in", "north", "--dns", lfDNS, "--corefile", lf)
 		require.Equal(t, 0, code, errOut)
-		assert.Contains(t, out, "Shaping (mcs stanza at "+lf+":3): locality local-first, cluster ID north-1 (ClusterProperty cluster.clusterset.k8s.io), rotate")
-		assert.Contains(t, out, "  "+localSRV+"   (local, first)\n  "+remoteSRV+"\n")
+		assert.Contains(t, out, "Shaping (mcs stanza at "+lf+":3): locality local-first, cluster ID north-1 (ClusterProperty cluster.clusterset.k8s.io), no region (none (no ClusterProperty region.topology.kubernetes.io), so no region tier), rotate")
+		assert.Contains(t, out, "  "+localSRV+"   (local (cluster north-1))\n  "+remoteSRV+"   (other (cluster east))\n")
 		assert.Contains(t, out, "agrees: NOERROR")
 		// A Corefile with no stanza for the name.
 		code, _, errOut = kubectl("explain", "web.shop.svc.example.org", "--kubeconfig", set.Kubeconfig, "--in", "north", "--corefile", lf)
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "no mcs stanza of --corefile "+lf+" serves web.shop.svc.example.org. (its mcs stanzas serve: clusterset.local. at line 3)")
+	})
+
+	t.Run("explain tiers", func(t *testing.T) {
+		// A slice of db in north from a cluster of north's region (by
+		// hand: a manager the plugin trusts by default, not the
+		// importer's, which would take it for an orphan).
+		setSlice(t, north, "db-south", map[string]string{mcsapi.LabelServiceName: "db", mcsapi.LabelSourceCluster: "south-1",
+			mcsapi.LabelSourceRegion: "eu", mcsapi.LabelManagedBy: "hand.example"}, ep{ip: "10.4.1.1", host: "db-2", ready: true})
+		t.Cleanup(func() {
+			_ = north.Kube.DiscoveryV1().EndpointSlices(ns).Delete(context.Background(), "db-south-1", metav1.DeleteOptions{})
+		})
+		// The region from north's ClusterProperty, as the plugin reads it.
+		require.NoError(t, north.SetClusterProperty(context.Background(), mcsapi.RegionProperty, "eu"))
+		t.Cleanup(func() { _ = north.DeleteClusterProperty(context.Background(), mcsapi.RegionProperty) })
+		const name = "db.shop.svc.clusterset.local"
+		local, region, other := name+". A 10.3.1.1", name+". A 10.4.1.1", name+". A 10.1.1.1"
+		var rep *cmd.ExplainReport
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			code, out, errOut := kubectl("explain", name, "--kubeconfig", set.Kubeconfig, "--contexts", members, "--in", "north", "--locality", "local-first", "-o", "json")
+			if !assert.Equal(c, 0, code, errOut) {
+				return
+			}
+			rep = &cmd.ExplainReport{}
+			require.NoError(c, json.Unmarshal([]byte(out), rep), out)
+			assert.Len(c, rep.Answer, 3)
+		}, 30*time.Second, 200*time.Millisecond)
+		assert.Equal(t, "eu", rep.Shaping.Region)
+		assert.Equal(t, "ClusterProperty region.topology.kubernetes.io", rep.Shaping.RegionFrom)
+		assert.Equal(t, map[string]string{local: "local (cluster north-1)", region: "region (eu, cluster south-1)", other: "other (cluster east)"}, rep.Tiers)
+		// The human form lists them in tier order, with why.
+		code, out, errOut := kubectl("explain", name, "--kubeconfig", set.Kubeconfig, "--contexts", members, "--in", "north", "--locality", "local-first")
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "region eu (ClusterProperty region.topology.kubernetes.io)")
+		assert.Contains(t, out, "  "+local+"   (local (cluster north-1))\n  "+region+"   (region (eu, cluster south-1))\n  "+other+"   (other (cluster east))\n")
+		// --region: another region, so south-1 is other too.
+		rep = b.explain(t, name, "--in", "north", "--locality", "local-first", "--region", "us")
+		assert.Equal(t, "--region", rep.Shaping.RegionFrom)
+		assert.Equal(t, "other (cluster south-1)", rep.Tiers[region])
 	})
 
 	t.Run("through kubectl", func(t *testing.T) {
