@@ -103,3 +103,57 @@ func TestForbiddenAtJoinIsNoDisruption(t *testing.T) {
 	assert.True(t, strings.HasPrefix(status("cut").Reason, "unreachable"), "reason %q", status("cut").Reason)
 	assert.Equal(t, members.Up, status("ok").State)
 }
+
+// A role that may read the cluster-ID ClusterProperty but not the region
+// one (a role made before regions, or a --region-property it does not
+// name) lets the member join without a region: a region only orders DNS
+// answers, so it never keeps a member out. Real API server and RBAC.
+func TestRegionForbiddenJoinsWithoutRegion(t *testing.T) {
+	set := cluster.Start(t, cluster.Names("east")...)
+	east := set.Get("east")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, east.SetClusterProperty(ctx, "region.topology.kubernetes.io", "eu-west"))
+	const user = "importer-without-region"
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports", "serviceimports"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"services", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"about.k8s.io"}, Resources: []string{"clusterproperties"}, ResourceNames: []string{"cluster.clusterset.k8s.io"}, Verbs: []string{"get"}},
+	}
+	_, err := east.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = east.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	limited := rest.CopyConfig(east.Config)
+	limited.Impersonate = rest.ImpersonationConfig{UserName: user}
+
+	s := members.NewSet(members.SetOptions{
+		Members:        []members.Config{{Context: "limited", REST: limited}, {Context: "admin", REST: rest.CopyConfig(east.Config)}},
+		ConnectTimeout: 5 * time.Second, SyncTimeout: 10 * time.Second,
+		ProbeInterval: 100 * time.Millisecond, ProbeTimeout: time.Second,
+		Grace:    time.Hour,
+		Notify:   func(members.Event) {},
+		OnChange: func(members.Change) {},
+	})
+	rctx, rcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(rctx); close(done) }()
+	defer func() { rcancel(); <-done }()
+
+	regions := map[string]string{}
+	require.Eventually(t, func() bool {
+		for _, m := range s.Members() {
+			if m.State() == members.Up {
+				regions[m.Context] = m.Region
+			}
+		}
+		return len(regions) == 2
+	}, time.Minute, 20*time.Millisecond, "the members did not both join: %+v", s.Statuses())
+	assert.Equal(t, "", regions["limited"], "the member that may not read its region")
+	assert.Equal(t, "eu-west", regions["admin"], "the member that may")
+}

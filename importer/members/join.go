@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/mcs-dns/mcs-dns/internal/memberconn"
@@ -148,8 +149,9 @@ func (s *Set) keepID(sl *slot, m *Member) {
 // readRegion reads the member's region as it joins (so a change of its
 // region ClusterProperty takes effect at its next join: the importer's
 // start or the member rejoining). No such property is no region; one
-// whose value is not a region is logged and is no region (the member
-// joins: a region only orders DNS answers). An error of the API server
+// whose value is not a region, or that the importer may not read, is
+// logged and is no region (the member joins: a region only orders DNS
+// answers). An error of the API server
 // fails the join, which is retried, rather than rewriting every slice
 // of the member without its region.
 func (s *Set) readRegion(ctx context.Context, m *Member) error {
@@ -159,6 +161,12 @@ func (s *Set) readRegion(ctx context.Context, m *Member) error {
 	switch {
 	case errors.Is(err, memberconn.ErrNotRegion):
 		s.o.Log.Warn("the member's region ClusterProperty is not a region; joining it without one",
+			"context", m.Context, "cluster", m.ID, "err", err)
+	case apierrors.IsForbidden(err):
+		// A role that does not name this property (a --region-property
+		// other than the default, or an older role): the member joins
+		// without a region rather than not at all.
+		s.o.Log.Warn("not allowed to read the member's region ClusterProperty; joining it without one (grant get on it to use regions)",
 			"context", m.Context, "cluster", m.ID, "err", err)
 	case err != nil:
 		return err
