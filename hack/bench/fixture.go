@@ -59,6 +59,19 @@ func (s Sizes) TotalSlices() int {
 
 func nsName(i int) string { return fmt.Sprintf("bench-%02d", i) }
 
+// benchRegion is the region of the fixture's first two source clusters
+// (east, west); the others are in otherRegion.
+const benchRegion, otherRegion = "bench-1", "bench-2"
+
+// regionOf is the region source cluster c's slices carry (the label the
+// importer stamps on mirrored slices).
+func regionOf(c int) string {
+	if c < 2 {
+		return benchRegion
+	}
+	return otherRegion
+}
+
 func clusterID(c int) string {
 	ids := []string{"east", "west", "north", "south"}
 	if c < len(ids) {
@@ -123,6 +136,7 @@ func (s Sizes) headlessSlices(j, c int) []*discoveryv1.EndpointSlice {
 				Labels: map[string]string{
 					mcsapi.LabelServiceName:   hlName(j),
 					mcsapi.LabelSourceCluster: clusterID(c),
+					mcsapi.LabelSourceRegion:  regionOf(c),
 					mcsapi.LabelManagedBy:     managedByMe,
 				},
 			},

@@ -38,9 +38,11 @@ var serverLabels = map[string]string{
 }
 
 // shapedOptions are the answer-shaping options of a+; east is the first
-// source cluster of every headless import of the fixture, so that half of
-// each answer is local.
-const shapedOptions = "cluster_id east, locality local-first, rotate"
+// source cluster of every headless import of the fixture, and the second
+// (west) is in east's region (see regionOf), so that local-first answers
+// have their tiers: half of each answer local, the rest in the region
+// (and, with -clusters 3 or more, the third cluster's in another region).
+const shapedOptions = "cluster_id east, region " + benchRegion + ", locality local-first, rotate"
 
 // benchUDPSize is the EDNS0 buffer the bench's queries advertise.
 const benchUDPSize = 4096
@@ -54,7 +56,7 @@ func corefile(id string, port, pprof int, kubeconfig, context string) string {
 	case "a":
 		body = fmt.Sprintf("    mcs clusterset.local {\n        kubeconfig %s %s\n        max_udp_size %d\n    }\n", kubeconfig, context, benchUDPSize)
 	case "a+":
-		body = fmt.Sprintf("    mcs clusterset.local {\n        kubeconfig %s %s\n        max_udp_size %d\n        cluster_id %s\n        locality local-first\n        rotate\n    }\n", kubeconfig, context, benchUDPSize, clusterID(0))
+		body = fmt.Sprintf("    mcs clusterset.local {\n        kubeconfig %s %s\n        max_udp_size %d\n        cluster_id %s\n        region %s\n        locality local-first\n        rotate\n    }\n", kubeconfig, context, benchUDPSize, clusterID(0), benchRegion)
 	case "b":
 		body = fmt.Sprintf("    kubernetes cluster.local clusterset.local {\n        kubeconfig %s %s\n        multicluster clusterset.local\n    }\n", kubeconfig, context)
 	case "c":
