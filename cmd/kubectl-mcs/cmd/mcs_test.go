@@ -271,8 +271,8 @@ func TestKubectlMCS(t *testing.T) {
 		// The table, and one service.
 		code, out, errOut := kubectl("status", "--kubeconfig", set.Kubeconfig, "--contexts", members)
 		require.Equal(t, 0, code, errOut)
-		assert.Regexp(t, `SERVICE +TYPE +EXPORTS +EAST +WEST +NORTH +PROBLEMS`, out)
-		assert.Regexp(t, `shop/web +ClusterSetIP +east:ok west:ok +\S+ eps:east=2,west=1 .* -\n`, out)
+		assert.Regexp(t, `SERVICE +TYPE +EXPORTS +IMPORTED +EAST +WEST +NORTH +PROBLEMS`, out)
+		assert.Regexp(t, `shop/web +ClusterSetIP +east:ok west:ok +3/3 +\S+ eps:east=2,west=1 .* -\n`, out)
 		assert.Regexp(t, `shop/ghost .*west:invalid\(NoService\).*!! export in west invalid: NoService`, out)
 		assert.Regexp(t, `shop/clash .*west:conflict\(TypeConflict`, out)
 		code, out, errOut = kubectl("status", "db", "-n", ns, "--kubeconfig", set.Kubeconfig, "--contexts", members, "-o", "yaml")
@@ -495,8 +495,8 @@ func TestKubectlMCS(t *testing.T) {
 		assert.NotContains(t, out, "warning")
 
 		out = run("mcs", "status", "--contexts", members)
-		assert.Regexp(t, `SERVICE +TYPE +EXPORTS +EAST +WEST +NORTH +PROBLEMS`, out)
-		assert.Regexp(t, `shop/db +Headless +east:ok north-1:ok +headless eps:east=1,north-1=1 `, out)
+		assert.Regexp(t, `SERVICE +TYPE +EXPORTS +IMPORTED +EAST +WEST +NORTH +PROBLEMS`, out)
+		assert.Regexp(t, `shop/db +Headless +east:ok north-1:ok +3/3 +headless eps:east=1,north-1=1 `, out)
 
 		out = run("mcs", "explain", "_http._tcp.db.shop.svc.clusterset.local", "--contexts", members, "--in", "east", "--dns", b.dns, "--locality", "none")
 		assert.Contains(t, out, "_http._tcp.db.shop.svc.clusterset.local. SRV in east (cluster east)")

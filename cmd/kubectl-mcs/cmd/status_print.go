@@ -14,14 +14,14 @@ import (
 
 func printStatusTable(w io.Writer, rep *StatusReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := []string{"SERVICE", "TYPE", "EXPORTS"}
+	head := []string{"SERVICE", "TYPE", "EXPORTS", "IMPORTED"}
 	for _, m := range rep.Members {
 		head = append(head, strings.ToUpper(m.Context))
 	}
 	head = append(head, "PROBLEMS")
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, s := range rep.Services {
-		row := []string{s.Namespace + "/" + s.Name, orDash(s.Type), exportsCell(s.Exports)}
+		row := []string{s.Namespace + "/" + s.Name, orDash(s.Type), exportsCell(s.Exports), importedCell(s.Members)}
 		for _, mv := range s.Members {
 			row = append(row, memberCell(mv))
 		}
@@ -69,6 +69,26 @@ func exportsCell(es []ExportStatus) string {
 		parts = append(parts, e.Cluster+":"+strings.Join(bad, ","))
 	}
 	return strings.Join(parts, " ")
+}
+
+// importedCell is "2/3": in how many of the members that have the
+// namespace the ServiceImport is (what the exports' Ready condition
+// counts, read here from the members themselves).
+func importedCell(ms []MemberView) string {
+	n, of := 0, 0
+	for _, mv := range ms {
+		if mv.NoNamespace {
+			continue
+		}
+		of++
+		if mv.Import && mv.Error == "" {
+			n++
+		}
+	}
+	if of == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n) + "/" + strconv.Itoa(of)
 }
 
 // memberCell is a member's column: its VIP (or "headless") and ready
