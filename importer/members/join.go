@@ -36,12 +36,20 @@ func (s *Set) Run(ctx context.Context) {
 	}
 }
 
+// joinRetryCap is the longest wait between two attempts to join a member
+// (a few requests each: cheap to make every 10 s for as long as it is
+// away).
+const joinRetryCap = 10 * time.Second
+
 // runSlot joins one member (again after its MCS API versions changed),
 // retrying with back-off, and watches it while it is joined.
 func (s *Set) runSlot(ctx context.Context, sl *slot) {
 	log := s.o.Log.With("context", sl.cfg.Context)
+	// Capped at joinRetryCap: until a member joins, nothing is written
+	// into it, so its own DNS serves what was last written there; the cap
+	// bounds how long after it answers again that lasts.
 	newBackoff := func() wait.Backoff {
-		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 30 * time.Second}
+		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: joinRetryCap}
 	}
 	bo := newBackoff()
 	var old *Member
