@@ -689,7 +689,7 @@ func TestKubectlMCS(t *testing.T) {
 		assert.Contains(t, db.Problems, "north: unreachable")
 		code, out, errOut = kubectl("status", "db", "--kubeconfig", set.Kubeconfig, "--contexts", members, "--request-timeout", "10s")
 		require.Equal(t, 0, code, errOut)
-		assert.Regexp(t, `shop/db +Headless +east:ok +headless eps:\S+ +headless eps:\S+ +!! unreachable +!! north: unreachable\n`, out)
+		assert.Regexp(t, `shop/db +Headless +east:ok +2/3 +headless eps:\S+ +headless eps:\S+ +!! unreachable +!! north: unreachable\n`, out)
 		// Past the importer's grace period north's endpoints are
 		// withdrawn: explain says so, and CoreDNS agrees.
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
