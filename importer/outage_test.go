@@ -304,8 +304,10 @@ func quiesceProc(t *testing.T, p *importerProc) {
 }
 
 // One member flapping (down 5 s, up 5 s) for 30 s, with a grace period
-// (12 s) longer than its absences: no write to the other members, no withdrawal,
-// no goroutine growth. Then a member away for longer than the grace
+// (12 s) longer than its absences: no write to the other members, no
+// reconcile (nothing changed meanwhile), no withdrawal, no goroutine
+// growth; what was exported while it was away reaches it when it is
+// back. Then a member away for longer than the grace
 // period is withdrawn once, logged with the number of services, counted,
 // and dropped from status.clusters.
 func TestFlappingMember(t *testing.T) {
@@ -326,6 +328,14 @@ func TestFlappingMember(t *testing.T) {
 	goroutines := func() float64 { return p.metrics("go_goroutines")[""] }
 	g0 := goroutines()
 	w0 := p.writesTo("east", "west")
+	reconciles := func() float64 {
+		var sum float64
+		for _, v := range p.metrics("mcs_importer_reconciles_total") {
+			sum += v
+		}
+		return sum
+	}
+	r0 := reconciles()
 
 	for range 3 {
 		proxies["north"].pause()
@@ -336,13 +346,27 @@ func TestFlappingMember(t *testing.T) {
 	require.Eventually(t, func() bool { return p.state("north") == "up" }, waitFor, tick)
 	quiesceProc(t, p)
 	flapWrites := p.writesTo("east", "west") - w0
+	flapReconciles := reconciles() - r0
 	// Goroutines of the last reconnect (a watch being replaced) may still
 	// be winding down: a leak stays above the bound, they do not.
 	var g1 float64
 	assert.Eventually(t, func() bool { g1 = goroutines(); return g1 <= g0+10 }, 10*time.Second, 200*time.Millisecond, "goroutines grew")
-	t.Logf("measured: flapping 30 s: %.0f writes to east and west; goroutines %.0f -> %.0f", flapWrites, g0, g1)
+	t.Logf("measured: flapping 30 s: %.0f writes to east and west, %.0f reconciles; goroutines %.0f -> %.0f", flapWrites, flapReconciles, g0, g1)
 	assert.Zero(t, flapWrites)
+	// Nothing changed while it was away, so nothing was missed: its
+	// going and coming back reconcile nothing.
+	assert.Zero(t, flapReconciles, "reconciles while a member flapped and nothing changed")
 	assert.NotContains(t, p.Output(), "withdrawn after the grace period")
+
+	// Away within the grace period while a service is exported: the
+	// reconciles it missed are made when it is back.
+	proxies["north"].pause()
+	require.Eventually(t, func() bool { return p.state("north") == "unreachable" }, waitFor, tick)
+	exportIn(t, east, ns, "late", "10.72.0.9")
+	waitEndpoints(t, []*cluster.Cluster{east, west}, ns, "late", map[string][]string{"east": {"10.72.0.9"}})
+	require.Equal(t, "unreachable", p.state("north"), "withdrawn before it was back: the grace period is too short for this machine")
+	proxies["north"].resume(t)
+	waitEndpoints(t, all, ns, "late", map[string][]string{"east": {"10.72.0.9"}})
 
 	// Away past the grace period: withdrawn once.
 	proxies["north"].pause()

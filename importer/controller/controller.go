@@ -131,6 +131,8 @@ type Controller struct {
 
 	// conflicted: keys whose exports conflicted when last reconciled.
 	conflicted lockedSet
+	// missed: the keys reconciled while a member was out of reach.
+	missed missedWrites
 
 	// trust leaves out the source slices of untrusted managers, and
 	// addresses the export policy does not allow.

@@ -66,11 +66,27 @@ func (c *Controller) importChanged(ev members.Event) {
 	}
 }
 
-// OnChange handles a member's state change: every key is reconciled again
-// (including, when it went down, the keys only it knew). A withdrawal is
-// logged once, with the number of services it affects, and counted.
+// OnChange handles a member's state change. A member out of reach within
+// its grace period keeps its last known state served, and nothing is
+// written to it, so its going changes no answer: nothing is reconciled.
+// Back within the grace period, the keys reconciled while it was away
+// are reconciled again (missedWrites). Any other change (a member joined,
+// back after the grace period, or withdrawn) has every key reconciled
+// again, including, when it went down, the keys only it knew. A
+// withdrawal is logged once, with the number of services it affects, and
+// counted.
 func (c *Controller) OnChange(ch members.Change) {
 	c.refreshMemberStates(ch.Context)
+	switch {
+	case ch.State == members.Unreachable:
+		return
+	case ch.State == members.Up && ch.Returned:
+		for k := range c.missed.take(ch.Context) {
+			c.addServe(k)
+		}
+		return
+	}
+	c.missed.take(ch.Context)
 	if ch.State == members.Down {
 		c.metrics.Withdrawals.WithLabelValues(ch.Cluster()).Inc()
 		if ch.Dropped != nil {

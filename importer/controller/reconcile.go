@@ -117,6 +117,13 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 	importedIn := 0
 	for i, v := range views {
 		if !v.up {
+			// Written when it is back. Recorded, then its state read
+			// again: a member back since this reconcile began may have
+			// had its missed keys taken already; this one is queued.
+			c.missed.add(v.m.Context, k)
+			if v.m.State() == members.Up {
+				c.addServe(k)
+			}
 			// Out of reach within its grace period: what its cache shows
 			// it holds, it still serves (so that a flap does not rewrite
 			// every export's condition).

@@ -31,8 +31,8 @@ func (a access) String() string {
 
 const mcsGroup = "multicluster.x-k8s.io"
 
-// accesses lists every call the importer makes in m, besides the
-// one-item lists the probe makes anyway: the caches' lists and watches
+// accesses lists every call the importer makes in m: the caches' lists
+// and watches
 // (ServiceExports, ServiceImports, Services, EndpointSlices, Namespaces in
 // every member), the reads of single objects before a write (where it
 // writes), and the writes: the export conditions where it writes them,
@@ -63,41 +63,74 @@ func (m *Member) accesses() []access {
 	return out
 }
 
-// writeCheckEvery is how often a member's permissions are asked again
-// (SelfSubjectAccessReviews, which any authenticated user may make): the
-// probe's one-item lists run every probe, the full check (some thirty
-// reviews, made at once) less often.
-const writeCheckEvery = 30 * time.Second
+// accessCheckEvery is how often a member's access is checked in full
+// while the last check found nothing missing: one-item lists of every
+// resource the importer reads besides ServiceExports, and a
+// SelfSubjectAccessReview (which any authenticated user may make) for
+// every call in accesses, some thirty, made at once. Every probe lists
+// one ServiceExport; the rest, at every probe, would be most of what an
+// idle importer costs its members and itself (six requests a member every
+// probe interval). A lost permission is noticed sooner than this when it
+// shows: a write refused with 403, or a cache's list or watch refused
+// (see recheckSoon).
+const accessCheckEvery = 30 * time.Second
 
-// forbiddenRecheckAfter is how soon after the last check a write refused
-// with 403 has the permissions asked again. Quotas and webhooks refuse
-// with 403 too (the check then finds every call allowed): the bound keeps
-// a write refused on every pass from sending the reviews on every probe.
+// forbiddenRecheckAfter is how soon after the last check the access is
+// checked again when it showed a refusal since (recheckSoon), and how
+// long a check that found something missing is kept: a member refused
+// is asked again at the probes after that, so that it is back soon after
+// its role is. Quotas and webhooks refuse writes with 403 too (the check
+// then finds every call allowed): the bound keeps a write refused on
+// every pass from sending the reviews on every probe.
 const forbiddenRecheckAfter = 2 * time.Second
 
-// writeCheck is the last answer about m's permissions (see accesses).
-type writeCheck struct {
+// accessCheck is the last full check of m's access (see checkAccess).
+type accessCheck struct {
 	mu  sync.Mutex
 	at  time.Time
 	err error
-	// soon: a write was refused with 403 since the last check; ask
-	// again forbiddenRecheckAfter after it, not writeCheckEvery.
+	// soon: a write or a cache's read was refused since the last check;
+	// check again forbiddenRecheckAfter after it, not accessCheckEvery.
 	soon atomic.Bool
 }
 
 // WriteForbidden tells m that the API server refused one of the
 // importer's writes with 403 Forbidden: a RoleBinding that lost a write
-// is then noticed at the next probe rather than within writeCheckEvery.
-func (m *Member) WriteForbidden() {
-	m.writeCheck.soon.Store(true)
+// is then noticed at the next probe rather than within accessCheckEvery.
+func (m *Member) WriteForbidden() { m.recheckSoon() }
+
+func (m *Member) recheckSoon() { m.access.soon.Store(true) }
+
+// readRefused reports whether a cache's list or watch failed because
+// the member refused it (credentials, RBAC, or a resource no longer
+// served), as opposed to not answering: the access check then runs at
+// the next probe. A watch already open when a role loses a verb goes on
+// (authorization is checked when a request starts); its cache freezes
+// only when the watch ends and the list or watch that follows is
+// refused, which this catches.
+func readRefused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err)
 }
 
 // probeReads lists one object of every resource the importer reads in m
-// that the MCS probe does not (Services, EndpointSlices, Namespaces): a
-// RoleBinding that loses one of them leaves the caches of the others live
-// and that one frozen, which must not pass for Up.
+// besides ServiceExports (which every probe lists): ServiceImports where
+// it imports, Services, EndpointSlices and Namespaces. A RoleBinding that
+// loses one of them leaves the caches of the others live and that one
+// frozen, which must not pass for Up; a ServiceImport CRD deleted alone
+// is a 404 here.
 func (m *Member) probeReads(ctx context.Context) error {
 	one := metav1.ListOptions{Limit: 1}
+	if m.Importing {
+		var err error
+		if m.alphaImports() {
+			_, err = m.MCS.MulticlusterV1alpha1().ServiceImports("").List(ctx, one)
+		} else {
+			_, err = m.MCS.MulticlusterV1beta1().ServiceImports("").List(ctx, one)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if _, err := m.Kube.CoreV1().Services("").List(ctx, one); err != nil {
 		return err
 	}
@@ -108,24 +141,36 @@ func (m *Member) probeReads(ctx context.Context) error {
 	return err
 }
 
-// probeWrites asks the member whether the importer may make every call it
-// makes there (accesses; at most every writeCheckEvery, the last answer
-// otherwise). A call it may not make is a Forbidden error naming it.
-func (m *Member) probeWrites(ctx context.Context) error {
-	m.writeCheck.mu.Lock()
-	defer m.writeCheck.mu.Unlock()
-	if at := m.writeCheck.at; !at.IsZero() {
-		since := time.Since(at)
-		if since < writeCheckEvery && (!m.writeCheck.soon.Load() || since < forbiddenRecheckAfter) {
-			return m.writeCheck.err
+// checkAccess checks that the importer may still make every call it
+// makes in m (probeReads, then the reviews of accesses), or returns the
+// last answer while it is fresh: accessCheckEvery for an answer that
+// found nothing missing, forbiddenRecheckAfter for one that found a
+// refusal or after a refusal was seen (recheckSoon). Only answers are
+// kept: a check that failed because the member did not answer (a
+// timeout, a broken connection, a 5xx) is made again at the next probe.
+// A call it may not make is a Forbidden error naming it.
+func (m *Member) checkAccess(ctx context.Context) error {
+	m.access.mu.Lock()
+	defer m.access.mu.Unlock()
+	if at := m.access.at; !at.IsZero() {
+		keep := accessCheckEvery
+		if m.access.err != nil || m.access.soon.Load() {
+			keep = forbiddenRecheckAfter
+		}
+		if time.Since(at) < keep {
+			return m.access.err
 		}
 	}
-	m.writeCheck.soon.Store(false)
-	err := m.checkWrites(ctx)
-	if ctx.Err() != nil {
-		return err // not an answer: asked again at the next probe
+	m.access.soon.Store(false)
+	err := m.probeReads(ctx)
+	if err == nil {
+		err = m.checkWrites(ctx)
 	}
-	m.writeCheck.at, m.writeCheck.err = time.Now(), err
+	if err == nil || readRefused(err) {
+		m.access.at, m.access.err = time.Now(), err
+	} else {
+		m.access.at = time.Time{}
+	}
 	return err
 }
 

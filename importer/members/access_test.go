@@ -2,6 +2,8 @@ package members
 
 import (
 	"context"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,9 +62,9 @@ func TestProbeCoversWatch(t *testing.T) {
 	require.True(t, connected, "never connected as %s: %v", user, connErr)
 	m.Importing, m.ExportConditions = true, true
 	probeAfresh := func() error {
-		m.writeCheck.mu.Lock()
-		m.writeCheck.at = time.Time{}
-		m.writeCheck.mu.Unlock()
+		m.access.mu.Lock()
+		m.access.at = time.Time{}
+		m.access.mu.Unlock()
 		return m.Probe(ctx, 10*time.Second)
 	}
 	require.Eventually(t, func() bool { return probeAfresh() == nil }, 30*time.Second, 100*time.Millisecond,
@@ -80,17 +82,18 @@ func TestProbeCoversWatch(t *testing.T) {
 	assert.Contains(t, err.Error(), "may not watch services")
 	assert.Contains(t, Reason(err), "forbidden")
 
-	// The answer is kept for writeCheckEvery: a probe within it does not
-	// ask again.
+	// A refusal is kept for forbiddenRecheckAfter, then asked again at
+	// every probe: the member is back soon after its role is.
 	role.Rules = rules(all...)
 	role, err = roles.Update(ctx, role, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	assert.Error(t, m.Probe(ctx, 10*time.Second), "asked again before writeCheckEvery")
-	require.Eventually(t, func() bool { return probeAfresh() == nil }, 30*time.Second, 100*time.Millisecond)
+	assert.Error(t, m.Probe(ctx, 10*time.Second), "asked again within forbiddenRecheckAfter")
+	require.Eventually(t, func() bool { return m.Probe(ctx, 10*time.Second) == nil }, 30*time.Second, 100*time.Millisecond,
+		"the role restored, the probe still failed")
 
-	// A write refused with 403 has the permissions asked again at the
-	// next probe once forbiddenRecheckAfter has passed, well within
-	// writeCheckEvery.
+	// An allowed answer is kept for accessCheckEvery; a write refused
+	// with 403 has the permissions asked again at the next probe once
+	// forbiddenRecheckAfter has passed, well within it.
 	role.Rules = rules("get", "list", "watch", "create", "delete") // no update
 	_, err = roles.Update(ctx, role, metav1.UpdateOptions{})
 	require.NoError(t, err)
@@ -99,4 +102,42 @@ func TestProbeCoversWatch(t *testing.T) {
 	require.Eventually(t, func() bool { return m.Probe(ctx, 10*time.Second) != nil }, 10*time.Second, 100*time.Millisecond,
 		"a refused write did not have the permissions asked again")
 	assert.Contains(t, m.Probe(ctx, 10*time.Second).Error(), "may not update services")
+}
+
+// Between full access checks a probe is one request: an idle importer's
+// cost, in itself and in every member's API server, is its probes. Real
+// API server; the requests counted under the member's transport.
+func TestProbeIsOneRequestBetweenChecks(t *testing.T) {
+	set := cluster.Start(t, cluster.Names("east")...)
+	east := set.Get("east")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var requests atomic.Int64
+	cfg := rest.CopyConfig(east.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			requests.Add(1)
+			return rt.RoundTrip(req)
+		})
+	})
+	m, err := Connect(ctx, cfg, "east")
+	require.NoError(t, err)
+	m.Importing, m.ExportConditions = true, true
+	require.NoError(t, m.Probe(ctx, 10*time.Second), "the first probe, with the full check")
+	full := requests.Load()
+	const probes = 10
+	for range probes {
+		require.NoError(t, m.Probe(ctx, 10*time.Second))
+	}
+	t.Logf("measured: first probe %d requests; %d probes after it %d", full, probes, requests.Load()-full)
+	assert.Greater(t, full, int64(len(m.accesses())), "the first probe checked every access")
+	assert.Equal(t, int64(probes), requests.Load()-full, "requests of the probes between full checks")
+
+	// A refused read (a cache's list or watch) has the full check made
+	// at the next probe after forbiddenRecheckAfter.
+	m.recheckSoon()
+	time.Sleep(forbiddenRecheckAfter)
+	before := requests.Load()
+	require.NoError(t, m.Probe(ctx, 10*time.Second))
+	assert.Greater(t, requests.Load()-before, int64(len(m.accesses())), "the full check after a refusal")
 }

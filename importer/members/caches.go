@@ -162,6 +162,17 @@ func (m *Member) startCaches(parent context.Context, notify func(Event)) (*Cache
 		infs = append(infs, inf{mir, KindMirroredSlice, &c.mirrored})
 	}
 	for _, i := range infs {
+		// A refused list or watch has the access checked at the next
+		// probe (the cache is frozen until it is allowed again).
+		if err := i.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			if readRefused(err) {
+				m.recheckSoon()
+			}
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		}); err != nil {
+			cancel()
+			return nil, err
+		}
 		*i.dst = i.informer.GetIndexer()
 		if _, err := i.informer.AddEventHandler(handler(m, i.kind, c.own, notify)); err != nil {
 			cancel()
@@ -213,6 +224,7 @@ func handler(m *Member, kind Kind, own *ownWrites, notify func(Event)) cache.Res
 		return si
 	}
 	emit := func(obj, before, after any) {
+		m.answered.Store(time.Now().UnixNano())
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}

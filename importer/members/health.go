@@ -95,28 +95,17 @@ func (m *Member) State() State {
 }
 
 // Probe checks that the importer can still do its work in the member: it
-// lists one ServiceExport (and, in an importing member, one ServiceImport)
-// at the versions the member was joined with, one object of every other
-// resource it reads (Services, EndpointSlices, Namespaces), and asks
-// whether it may make every write it makes there (see probeWrites). That
-// fails when the API is unreachable, when the importer's credentials or
-// RBAC binding are gone or lack any one of those resources (401/403; a
-// bare /readyz would still answer), and when the MCS CRDs were deleted or
+// lists one ServiceExport at the version the member was joined with, and
+// checks the importer's access (checkAccess: one object of every other
+// resource it reads, and whether it may make every call it makes there;
+// at most every accessCheckEvery, sooner after a refusal). That fails
+// when the API is unreachable, when the importer's credentials or RBAC
+// binding are gone or lack any one of those calls (401/403; a bare
+// /readyz would still answer), and when the MCS CRDs were deleted or
 // stopped serving those versions (404).
 func (m *Member) Probe(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := m.probeMCS(ctx); err != nil {
-		return err
-	}
-	if err := m.probeReads(ctx); err != nil {
-		return err
-	}
-	return m.probeWrites(ctx)
-}
-
-// probeMCS lists one ServiceExport (and ServiceImport, where importing).
-func (m *Member) probeMCS(ctx context.Context) error {
 	one := metav1.ListOptions{Limit: 1}
 	var err error
 	if m.alphaExports() {
@@ -124,15 +113,10 @@ func (m *Member) probeMCS(ctx context.Context) error {
 	} else {
 		_, err = m.MCS.MulticlusterV1beta1().ServiceExports("").List(ctx, one)
 	}
-	if err != nil || !m.Importing {
+	if err != nil {
 		return err
 	}
-	if m.alphaImports() {
-		_, err = m.MCS.MulticlusterV1alpha1().ServiceImports("").List(ctx, one)
-	} else {
-		_, err = m.MCS.MulticlusterV1beta1().ServiceImports("").List(ctx, one)
-	}
-	return err
+	return m.checkAccess(ctx)
 }
 
 // VersionsChanged says how the member's served MCS API versions differ

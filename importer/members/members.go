@@ -58,8 +58,13 @@ type Member struct {
 	MCS     mcsclient.Interface
 	Dynamic dynamic.Interface
 
-	health     health
-	writeCheck writeCheck
+	health health
+	access accessCheck
+	// answered is when the member last answered a request of the
+	// importer's or sent one of its caches an event (UnixNano): a probe
+	// that times out while the member answers other requests finds it
+	// slow, not gone.
+	answered atomic.Int64
 	// cachesDone is the Done channel of the context of the latest cache
 	// generation started (nil before the first): a watch the caches made
 	// stops waiting for a refusing API server when they are stopped.
@@ -93,6 +98,7 @@ func Connect(ctx context.Context, cfg *rest.Config, contextName string) (*Member
 	// time, after the initial lists.
 	cfg.DisableCompression = true
 	m := &Member{Context: contextName, Config: cfg}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return noteAnswers(rt, &m.answered) })
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return retryWhileAway(rt, m.cachesStopped) })
 	// One limiter for every client of the member (kube, MCS, dynamic,
 	// discovery): none when its API server has API Priority and Fairness

@@ -11,11 +11,15 @@ import (
 
 // slowProbeThreshold is how many probes in a row an Up member must fail
 // by timing out (no answer within ProbeTimeout, or the API server saying
-// it is too busy) before it is Unreachable. An API server that refuses
+// it is too busy), without answering anything else of the importer's
+// meanwhile, before it is Unreachable. An API server that refuses
 // connections, rejects the credentials or no longer serves the CRDs is
 // Unreachable at the first probe; one that is only slow stays Up, so that
 // an overloaded member does not flap between Up and Unreachable (each
-// flap stops its writes, and its return reconciles every key again).
+// flap stops its writes until it is back). A probe that times out while
+// the member answers other requests (the importer's writes, its caches'
+// lists, their watches' events) does not count: the member is busy, not
+// gone.
 const slowProbeThreshold = 3
 
 // timedOut reports whether a probe failed because the member did not
@@ -38,22 +42,37 @@ func (s *Set) watch(ctx context.Context, sl *slot, m *Member) bool {
 	defer t.Stop()
 	// upProbes counts the probes since the member was last seen Up;
 	// seen is the change the last version check found ("" none); slow
-	// counts the probes of an Up member in a row that timed out.
+	// counts the probes of an Up member in a row that timed out with
+	// nothing else answered; prevProbe is when the previous probe began.
 	upProbes, seen, slow := 0, "", 0
+	var prevProbe time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
 		}
+		// Answers since the previous probe began count as the member
+		// answering (time.Now: the clock answered is marked with).
+		started := time.Now()
+		if prevProbe.IsZero() {
+			prevProbe = started
+		}
 		err := m.Probe(ctx, s.o.ProbeTimeout)
 		if ctx.Err() != nil {
 			return false
 		}
+		answered := m.answeredSince(prevProbe)
+		prevProbe = started
 		state := m.State()
 		if err != nil && state == Up && timedOut(err) {
 			// Slow, not gone: an overloaded API server stays Up (its
 			// writes only take longer) unless it keeps not answering.
+			if answered {
+				slow = 0
+				log.Debug("probe timed out while the member answered other requests; member stays up", "err", err)
+				continue
+			}
 			if slow++; slow < slowProbeThreshold {
 				log.Debug("probe timed out; member stays up", "timeouts", slow, "err", err)
 				continue
@@ -78,7 +97,7 @@ func (s *Set) watch(ctx context.Context, sl *slot, m *Member) bool {
 		case state == Unreachable:
 			if s.transition(sl, m, Unreachable, Up, nil) {
 				log.Info("member cluster usable again within the grace period")
-				s.o.OnChange(Change{Context: sl.cfg.Context, Member: m, State: Up})
+				s.o.OnChange(Change{Context: sl.cfg.Context, Member: m, State: Up, Returned: true})
 			}
 		case state == Down:
 			if change := m.VersionsChanged(s.o.ProbeTimeout); change != "" {

@@ -60,6 +60,9 @@ type Change struct {
 	State  State
 	// Reason says why it is not Up ("" when it is).
 	Reason string
+	// Returned: Up again within the grace period (from Unreachable), its
+	// caches kept through it; nothing was written to it meanwhile.
+	Returned bool
 	// Dropped is the cache generation a joined member loses when it goes
 	// Down, or the replaced member's (still readable during OnChange), so
 	// that the keys only it knew are reconciled too.

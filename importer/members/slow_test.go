@@ -2,6 +2,7 @@ package members_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -9,7 +10,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/test/cluster"
@@ -78,4 +82,57 @@ func TestSlowMemberStaysUp(t *testing.T) {
 	assert.Contains(t, reason, "deadline")
 	require.NoError(t, resume())
 	require.Eventually(t, func() bool { return state() == members.Up }, 10*time.Second, 20*time.Millisecond)
+}
+
+// A member whose probes all time out but which keeps answering the
+// importer otherwise (here, its caches' watches deliver events) is busy,
+// not gone: it stays Up. Once it answers nothing else either, it becomes
+// Unreachable after slowProbeThreshold probes. Real API server; the
+// probe timeout (1 ms) is shorter than any answer, and a ServiceExport is
+// created every 50 ms while the member is to look busy.
+func TestBusyMemberStaysUp(t *testing.T) {
+	set := cluster.Start(t, cluster.Names("east")...)
+	east := set.Get("east")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := members.NewSet(members.SetOptions{
+		Members:        []members.Config{{Context: "east", REST: rest.CopyConfig(east.Config)}},
+		ConnectTimeout: 5 * time.Second, SyncTimeout: 5 * time.Second,
+		ProbeInterval: 300 * time.Millisecond, ProbeTimeout: time.Millisecond,
+		Grace:    time.Hour,
+		Notify:   func(members.Event) {},
+		OnChange: func(members.Change) {},
+	})
+	rctx, rcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(rctx); close(done) }()
+	defer func() { rcancel(); <-done }()
+	state := func() members.State { return s.Statuses()[0].State }
+	_, err := east.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "busy"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// Busy: events keep arriving for 3 s (some ten probes).
+	busy, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; busy.Err() == nil; i++ {
+			_, err := east.MCS.MulticlusterV1beta1().ServiceExports("busy").Create(busy,
+				&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%d", i)}}, metav1.CreateOptions{})
+			if busy.Err() == nil {
+				assert.NoError(t, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	require.Eventually(t, func() bool { return state() == members.Up }, time.Minute, 10*time.Millisecond)
+	for range 150 {
+		require.Equal(t, members.Up, state(), "a member that answers the importer left Up because its probes timed out")
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+
+	// Idle: nothing answers but the probes, which time out.
+	require.Eventually(t, func() bool { return state() == members.Unreachable }, 10*time.Second, 10*time.Millisecond)
+	assert.Contains(t, s.Statuses()[0].Reason, "deadline")
 }
