@@ -46,7 +46,7 @@ func TestImporterAccessRevoked(t *testing.T) {
 
 	addr := fmt.Sprintf("127.0.0.1:%d", procs.FreePort(t))
 	imp := procs.Start(t, "mcs-importer", bins.Importer, "--kubeconfig", kubeconfig, "--contexts", "east,west",
-		"--metrics-addr", addr, "--health-probe-interval", "200ms", "--endpoint-grace-period", "4s")
+		"--metrics-addr", addr, "--health-probe-interval", "200ms", "--health-access-check-interval", "5s", "--endpoint-grace-period", "4s")
 	readyz := func() string { return readyzAt(addr) }
 	require.Eventually(t, func() bool { return imported(east, "cart") && imported(west, "cart") }, time.Minute, 200*time.Millisecond,
 		"never imported:\n%s", imp.Output())

@@ -64,6 +64,7 @@ func TestParseFlags(t *testing.T) {
 		{"--contexts", "a", "--workers", "0"},
 		{"--contexts", "a", "--endpoint-grace-period", "-1s"},
 		{"--contexts", "a", "--health-probe-interval", "0s"},
+		{"--contexts", "a", "--health-access-check-interval", "0s"},
 		{"--contexts", "a", "--nope"},
 		{"--contexts", "a", "--region-property", "topology.kubernetes.io/region"},
 		{"--contexts", "a", "--kube-api-qps", "-1"},

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
@@ -52,6 +53,9 @@ type Options struct {
 	Burst int
 	// ProbeInterval is how often each member's API is probed.
 	ProbeInterval time.Duration
+	// AccessCheckInterval is how often a probe also checks the importer's
+	// access to each member in full.
+	AccessCheckInterval time.Duration
 	// CacheSyncTimeout bounds the wait for a member's caches to sync.
 	CacheSyncTimeout time.Duration
 	// ConnectTimeout bounds one attempt to join a member (cluster ID and
@@ -128,6 +132,7 @@ func DefaultOptions() Options {
 		Resync:               10 * time.Minute,
 		Workers:              16,
 		ProbeInterval:        5 * time.Second,
+		AccessCheckInterval:  members.DefaultAccessCheckInterval,
 		CacheSyncTimeout:     2 * time.Minute,
 		ConnectTimeout:       30 * time.Second,
 		RegionProperty:       mcsapi.RegionProperty,
@@ -209,7 +214,8 @@ Flags (one or two leading dashes):
 		return err
 	})
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of the client-side limit (default: twice --kube-api-qps)")
-	fs.DurationVar(&o.ProbeInterval, "health-probe-interval", o.ProbeInterval, "how often each member cluster is probed (a one-item list of its ServiceExports, and ServiceImports where importing) to notice it, its credentials or its CRDs going away and coming back")
+	fs.DurationVar(&o.ProbeInterval, "health-probe-interval", o.ProbeInterval, "how often each member cluster is probed (a one-item list of its ServiceExports, and the full access check every --health-access-check-interval) to notice it, its credentials or its CRDs going away and coming back")
+	fs.DurationVar(&o.AccessCheckInterval, "health-access-check-interval", o.AccessCheckInterval, "how often a probe also checks the importer's access to each member cluster in full (one-item lists of every resource it reads, and a SelfSubjectAccessReview for every call it makes); a write refused with 403 or a cache's list or watch refused has it checked at the next probe")
 	fs.DurationVar(&o.CacheSyncTimeout, "cache-sync-timeout", o.CacheSyncTimeout, "how long to wait for a member cluster's informer caches to sync")
 	fs.StringVar(&o.RegionProperty, "region-property", o.RegionProperty, "`name` of the About API ClusterProperty holding each member cluster's region, read when the member joins; every EndpointSlice mirrored from a member with one carries it in the mcs-dns.io/source-region label (a member without the property has no region)")
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long one attempt to join a member cluster (cluster ID and API discovery) may take; failed attempts are retried with back-off")
@@ -293,6 +299,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--kube-api-burst needs --kube-api-qps"))
 	case o.QPS > 0 && o.Burst == 0:
 		o.Burst = max(1, int(2*o.QPS))
+	}
+	if o.AccessCheckInterval <= 0 {
+		errs = append(errs, errors.New("--health-access-check-interval must be positive"))
 	}
 	if o.ProbeInterval <= 0 {
 		errs = append(errs, errors.New("--health-probe-interval must be positive"))

@@ -63,19 +63,20 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	set := members.NewSet(members.SetOptions{
-		Members:        cfgs,
-		ConnectTimeout: o.ConnectTimeout,
-		SyncTimeout:    o.CacheSyncTimeout,
-		ProbeInterval:  o.ProbeInterval,
-		ProbeTimeout:   max(o.ProbeInterval, 5*time.Second),
-		Grace:          o.EndpointGracePeriod,
-		Notify:         func(ev members.Event) { ctrl.Notify(ev) },
-		OnChange:       func(ch members.Change) { ctrl.OnChange(ch) },
-		Log:            log,
-		Store:          store,
-		OnRecordError:  func(error) { ctrl.Metrics().Errors.WithLabelValues(storeWhere, "member record").Inc() },
-		MaxDisruption:  o.MaxDisruption,
-		RegionProperty: o.RegionProperty,
+		Members:             cfgs,
+		ConnectTimeout:      o.ConnectTimeout,
+		SyncTimeout:         o.CacheSyncTimeout,
+		ProbeInterval:       o.ProbeInterval,
+		ProbeTimeout:        max(o.ProbeInterval, 5*time.Second),
+		AccessCheckInterval: o.AccessCheckInterval,
+		Grace:               o.EndpointGracePeriod,
+		Notify:              func(ev members.Event) { ctrl.Notify(ev) },
+		OnChange:            func(ch members.Change) { ctrl.OnChange(ch) },
+		Log:                 log,
+		Store:               store,
+		OnRecordError:       func(error) { ctrl.Metrics().Errors.WithLabelValues(storeWhere, "member record").Inc() },
+		MaxDisruption:       o.MaxDisruption,
+		RegionProperty:      o.RegionProperty,
 	})
 	reg.MustRegister(newHoldCollector(set))
 	provider, leftovers, err := vip.ForMode(o.vipConfig(), set)

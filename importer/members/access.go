@@ -63,17 +63,17 @@ func (m *Member) accesses() []access {
 	return out
 }
 
-// accessCheckEvery is how often a member's access is checked in full
-// while the last check found nothing missing: one-item lists of every
+// DefaultAccessCheckInterval is how often a member's access is checked in
+// full while the last check found nothing missing: one-item lists of every
 // resource the importer reads besides ServiceExports, and a
 // SelfSubjectAccessReview (which any authenticated user may make) for
 // every call in accesses, some thirty, made at once. Every probe lists
 // one ServiceExport; the rest, at every probe, would be most of what an
-// idle importer costs its members and itself (six requests a member every
-// probe interval). A lost permission is noticed sooner than this when it
-// shows: a write refused with 403, or a cache's list or watch refused
-// (see recheckSoon).
-const accessCheckEvery = 30 * time.Second
+// idle importer costs its members and itself. A lost permission that
+// shows is noticed at the next probe (recheckSoon: a write refused with
+// 403, a cache's list or watch refused); the full check finds the one
+// that has not shown yet.
+const DefaultAccessCheckInterval = 2 * time.Minute
 
 // forbiddenRecheckAfter is how soon after the last check the access is
 // checked again when it showed a refusal since (recheckSoon), and how
@@ -90,13 +90,13 @@ type accessCheck struct {
 	at  time.Time
 	err error
 	// soon: a write or a cache's read was refused since the last check;
-	// check again forbiddenRecheckAfter after it, not accessCheckEvery.
+	// check again forbiddenRecheckAfter after it, not the access check interval.
 	soon atomic.Bool
 }
 
 // WriteForbidden tells m that the API server refused one of the
 // importer's writes with 403 Forbidden: a RoleBinding that lost a write
-// is then noticed at the next probe rather than within accessCheckEvery.
+// is then noticed at the next probe rather than within the access check interval.
 func (m *Member) WriteForbidden() { m.recheckSoon() }
 
 func (m *Member) recheckSoon() { m.access.soon.Store(true) }
@@ -143,7 +143,7 @@ func (m *Member) probeReads(ctx context.Context) error {
 
 // checkAccess checks that the importer may still make every call it
 // makes in m (probeReads, then the reviews of accesses), or returns the
-// last answer while it is fresh: accessCheckEvery for an answer that
+// last answer while it is fresh: the access check interval for an answer that
 // found nothing missing, forbiddenRecheckAfter for one that found a
 // refusal or after a refusal was seen (recheckSoon). Only answers are
 // kept: a check that failed because the member did not answer (a
@@ -153,7 +153,10 @@ func (m *Member) checkAccess(ctx context.Context) error {
 	m.access.mu.Lock()
 	defer m.access.mu.Unlock()
 	if at := m.access.at; !at.IsZero() {
-		keep := accessCheckEvery
+		keep := m.accessEvery
+		if keep <= 0 {
+			keep = DefaultAccessCheckInterval
+		}
 		if m.access.err != nil || m.access.soon.Load() {
 			keep = forbiddenRecheckAfter
 		}

@@ -91,7 +91,7 @@ func TestProbeCoversWatch(t *testing.T) {
 	require.Eventually(t, func() bool { return m.Probe(ctx, 10*time.Second) == nil }, 30*time.Second, 100*time.Millisecond,
 		"the role restored, the probe still failed")
 
-	// An allowed answer is kept for accessCheckEvery; a write refused
+	// An allowed answer is kept for the access check interval; a write refused
 	// with 403 has the permissions asked again at the next probe once
 	// forbiddenRecheckAfter has passed, well within it.
 	role.Rules = rules("get", "list", "watch", "create", "delete") // no update

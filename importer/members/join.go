@@ -87,6 +87,7 @@ func (s *Set) join(ctx context.Context, sl *slot, old *Member) (*Member, error) 
 		return nil, err
 	}
 	m.Importing, m.ExportConditions = sl.cfg.Importing, sl.cfg.ExportConditions
+	m.accessEvery = s.o.AccessCheckInterval
 	s.keepID(sl, m)
 	if err := ValidateID(m.ID); err != nil {
 		return nil, err

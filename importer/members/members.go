@@ -60,6 +60,8 @@ type Member struct {
 
 	health health
 	access accessCheck
+	// accessEvery: see SetOptions.AccessCheckInterval.
+	accessEvery time.Duration
 	// answered is when the member last answered a request of the
 	// importer's or sent one of its caches an event (UnixNano): a probe
 	// that times out while the member answers other requests finds it

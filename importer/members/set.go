@@ -29,6 +29,9 @@ type SetOptions struct {
 	// ProbeInterval is how often joined members are probed, and how often
 	// the Set decides on withdrawals; ProbeTimeout bounds one probe.
 	ProbeInterval, ProbeTimeout time.Duration
+	// AccessCheckInterval is how often a probe also checks the importer's
+	// access in full while nothing was refused (0: DefaultAccessCheckInterval).
+	AccessCheckInterval time.Duration
 	// Grace is how long a member that cannot be used keeps what came from
 	// it: served when it was known, untouched when it was never seen.
 	Grace time.Duration

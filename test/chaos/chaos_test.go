@@ -46,6 +46,10 @@ import (
 const (
 	grace         = 20 * time.Second
 	probeInterval = time.Second
+	// accessCheckInterval: how often the importers check their access in
+	// full (2 min by default): short, so that a revocation that has not
+	// shown in a refused request yet is noticed within most of them.
+	accessCheckInterval = 5 * time.Second
 	// settle: a member that became reachable again counts as seen by the
 	// importer this long after (probe, relist, reconcile).
 	settle = 15 * time.Second
@@ -490,7 +494,7 @@ func (w *world) startReplica(i int) {
 		w.mu.Unlock()
 	}
 	args := []string{"--kubeconfig", w.kubeconfig, "--contexts", w.contexts(), "--metrics-addr", addr,
-		"--endpoint-grace-period", grace.String(), "--health-probe-interval", probeInterval.String(),
+		"--endpoint-grace-period", grace.String(), "--health-probe-interval", probeInterval.String(), "--health-access-check-interval", accessCheckInterval.String(),
 		"--connect-timeout", "5s", "--max-disruption", maxDisruption.String(),
 		"--leader-elect", "--leader-elect-kubeconfig", w.direct, "--leader-elect-context", w.members[0].Name,
 		"--leader-elect-namespace", "kube-system", "--leader-elect-name", "mcs-importer-chaos",
