@@ -12,7 +12,7 @@ import (
 // slowProbeThreshold is how many probes in a row an Up member must fail
 // by timing out (no answer within ProbeTimeout, or the API server saying
 // it is too busy), without answering anything else of the importer's
-// meanwhile, before it is Unreachable. An API server that refuses
+// while they waited, before it is Unreachable. An API server that refuses
 // connections, rejects the credentials or no longer serves the CRDs is
 // Unreachable at the first probe; one that is only slow stays Up, so that
 // an overloaded member does not flap between Up and Unreachable (each
@@ -43,27 +43,24 @@ func (s *Set) watch(ctx context.Context, sl *slot, m *Member) bool {
 	// upProbes counts the probes since the member was last seen Up;
 	// seen is the change the last version check found ("" none); slow
 	// counts the probes of an Up member in a row that timed out with
-	// nothing else answered; prevProbe is when the previous probe began.
+	// nothing else answered meanwhile.
 	upProbes, seen, slow := 0, "", 0
-	var prevProbe time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
 		}
-		// Answers since the previous probe began count as the member
-		// answering (time.Now: the clock answered is marked with).
+		// Answers while this probe waited count as the member
+		// answering; not earlier ones (the previous probe's own answer
+		// would excuse the first timeout after a member went away).
+		// time.Now: the clock answered is marked with.
 		started := time.Now()
-		if prevProbe.IsZero() {
-			prevProbe = started
-		}
 		err := m.Probe(ctx, s.o.ProbeTimeout)
 		if ctx.Err() != nil {
 			return false
 		}
-		answered := m.answeredSince(prevProbe)
-		prevProbe = started
+		answered := m.answeredSince(started)
 		state := m.State()
 		if err != nil && state == Up && timedOut(err) {
 			// Slow, not gone: an overloaded API server stays Up (its

@@ -3,8 +3,13 @@ package members_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,20 +90,41 @@ func TestSlowMemberStaysUp(t *testing.T) {
 }
 
 // A member whose probes all time out but which keeps answering the
-// importer otherwise (here, its caches' watches deliver events) is busy,
-// not gone: it stays Up. Once it answers nothing else either, it becomes
-// Unreachable after slowProbeThreshold probes. Real API server; the
-// probe timeout (1 ms) is shorter than any answer, and a ServiceExport is
-// created every 50 ms while the member is to look busy.
+// importer otherwise (its writes, its caches' watches) is busy, not
+// gone: it stays Up. Once it answers nothing else while a probe waits, it
+// becomes Unreachable after slowProbeThreshold probes, and Up again when
+// its probes are answered. Real API server, reached through a proxy that
+// holds the probe's one-item list of ServiceExports for longer than the
+// probe timeout while it is to look busy, and passes everything else; a
+// ServiceExport is created every 50 ms meanwhile.
 func TestBusyMemberStaysUp(t *testing.T) {
 	set := cluster.Start(t, cluster.Names("east")...)
 	east := set.Get("east")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	upstream, err := url.Parse(east.Config.Host)
+	require.NoError(t, err)
+	tr, err := rest.TransportFor(east.Config)
+	require.NoError(t, err)
+	rp := httputil.NewSingleHostReverseProxy(upstream)
+	rp.Transport, rp.FlushInterval = tr, -1 // watches stream
+	var holdProbes atomic.Bool
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if holdProbes.Load() && r.URL.Query().Get("limit") == "1" && strings.HasSuffix(r.URL.Path, "/serviceexports") {
+			select {
+			case <-time.After(5 * time.Second):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+
 	s := members.NewSet(members.SetOptions{
-		Members:        []members.Config{{Context: "east", REST: rest.CopyConfig(east.Config)}},
+		Members:        []members.Config{{Context: "east", REST: &rest.Config{Host: proxy.URL}}},
 		ConnectTimeout: 5 * time.Second, SyncTimeout: 5 * time.Second,
-		ProbeInterval: 300 * time.Millisecond, ProbeTimeout: time.Millisecond,
+		ProbeInterval: 200 * time.Millisecond, ProbeTimeout: 2 * time.Second,
 		Grace:    time.Hour,
 		Notify:   func(members.Event) {},
 		OnChange: func(members.Change) {},
@@ -108,10 +134,12 @@ func TestBusyMemberStaysUp(t *testing.T) {
 	go func() { s.Run(rctx); close(done) }()
 	defer func() { rcancel(); <-done }()
 	state := func() members.State { return s.Statuses()[0].State }
-	_, err := east.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "busy"}}, metav1.CreateOptions{})
+	_, err = east.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "busy"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	require.Eventually(t, func() bool { return state() == members.Up }, time.Minute, 10*time.Millisecond)
 
-	// Busy: events keep arriving for 3 s (some ten probes).
+	// Busy: every probe times out, while events keep arriving for 8 s
+	// (some four probes: three unexcused would make it Unreachable).
 	busy, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -124,15 +152,17 @@ func TestBusyMemberStaysUp(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
-	require.Eventually(t, func() bool { return state() == members.Up }, time.Minute, 10*time.Millisecond)
-	for range 150 {
-		require.Equal(t, members.Up, state(), "a member that answers the importer left Up because its probes timed out")
+	holdProbes.Store(true)
+	for range 400 {
+		require.Equal(t, members.Up, state(), "a member that answers the importer left Up because its probes timed out: %s", s.Statuses()[0].Reason)
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop()
 	wg.Wait()
 
-	// Idle: nothing answers but the probes, which time out.
-	require.Eventually(t, func() bool { return state() == members.Unreachable }, 10*time.Second, 10*time.Millisecond)
+	// Idle: nothing answers while the probes wait.
+	require.Eventually(t, func() bool { return state() == members.Unreachable }, 20*time.Second, 10*time.Millisecond)
 	assert.Contains(t, s.Statuses()[0].Reason, "deadline")
+	holdProbes.Store(false)
+	require.Eventually(t, func() bool { return state() == members.Up }, 10*time.Second, 10*time.Millisecond)
 }

@@ -1585,13 +1585,18 @@ func (w *world) checkNames(cur view) {
 }
 
 // checkNothingWithdrawn: while more than half the members cannot be seen,
-// no import goes and no import loses a cluster, in any member.
+// no import goes and no import loses a cluster, in any member the
+// importers could see at the earlier reading. A member they could not
+// (cut off, or seen again within settle) is written, when it is back,
+// what they decided while it was away: that may be a withdrawal decided
+// before the disruption could be noticed (a member whose grace period
+// ended just after the cut), which is right.
 func (w *world) checkNothingWithdrawn(prev, cur view, since time.Time) {
 	during := fmt.Sprintf("(the disruption began at %.1fs; readings at %.1fs and %.1fs)",
 		since.Sub(w.began).Seconds(), prev.at.Sub(w.began).Seconds(), cur.at.Sub(w.began).Seconds())
 	for i, m := range cur.members {
 		p := prev.members[i]
-		if m == nil || p == nil || w.crdsAway(i, prev.at) || w.crdsAway(i, cur.at) {
+		if m == nil || p == nil || !prev.visible[i] || w.crdsAway(i, prev.at) || w.crdsAway(i, cur.at) {
 			continue
 		}
 		for k, was := range p.imports {
