@@ -118,11 +118,23 @@ func TestJoinUnjoinDNS(t *testing.T) {
 	// A namespace of west's own, there before and after.
 	_, err = west.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	// The controllers' own writes (the default ServiceAccount) settle first.
-	require.Eventually(t, func() bool {
-		_, err := west.Kube.CoreV1().ServiceAccounts("shop").Get(ctx, "default", metav1.GetOptions{})
-		return err == nil
-	}, 30*time.Second, 100*time.Millisecond)
+	// The controllers' own writes (a default ServiceAccount in every
+	// namespace of the clusters that run them) settle first: on a busy
+	// machine they may come after the clusters answer.
+	for _, c := range []*cluster.Cluster{east, west} {
+		require.Eventually(t, func() bool {
+			nss, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			for _, ns := range nss.Items {
+				if _, err := c.Kube.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+					return false
+				}
+			}
+			return true
+		}, time.Minute, 100*time.Millisecond, "%s: the default ServiceAccounts never appeared", c.Name)
+	}
 	before := map[string][]string{}
 	for _, c := range set.Clusters {
 		before[c.Name] = snapshot(t, c, false)
