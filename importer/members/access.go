@@ -32,9 +32,8 @@ func (a access) String() string {
 const mcsGroup = "multicluster.x-k8s.io"
 
 // accesses lists every call the importer makes in m: the caches' lists
-// and watches
-// (ServiceExports, ServiceImports, Services, EndpointSlices, Namespaces in
-// every member), the reads of single objects before a write (where it
+// and watches (ServiceExports, ServiceImports, Services, EndpointSlices,
+// Namespaces in every member), the reads of single objects before a write (where it
 // writes), and the writes: the export conditions where it writes them,
 // and imports, mirrored slices and derived Services where it imports. A
 // role that keeps list but loses watch leaves a cache frozen at its last
@@ -90,13 +89,14 @@ type accessCheck struct {
 	at  time.Time
 	err error
 	// soon: a write or a cache's read was refused since the last check;
-	// check again forbiddenRecheckAfter after it, not the access check interval.
+	// check again forbiddenRecheckAfter after it, not at the interval.
 	soon atomic.Bool
 }
 
 // WriteForbidden tells m that the API server refused one of the
 // importer's writes with 403 Forbidden: a RoleBinding that lost a write
-// is then noticed at the next probe rather than within the access check interval.
+// is then noticed at the next probe rather than at the access check
+// interval.
 func (m *Member) WriteForbidden() { m.recheckSoon() }
 
 func (m *Member) recheckSoon() { m.access.soon.Store(true) }
@@ -143,8 +143,8 @@ func (m *Member) probeReads(ctx context.Context) error {
 
 // checkAccess checks that the importer may still make every call it
 // makes in m (probeReads, then the reviews of accesses), or returns the
-// last answer while it is fresh: the access check interval for an answer that
-// found nothing missing, forbiddenRecheckAfter for one that found a
+// last answer while it is fresh: the access check interval for an answer
+// that found nothing missing, forbiddenRecheckAfter for one that found a
 // refusal or after a refusal was seen (recheckSoon). Only answers are
 // kept: a check that failed because the member did not answer (a
 // timeout, a broken connection, a 5xx) is made again at the next probe.

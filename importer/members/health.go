@@ -98,8 +98,8 @@ func (m *Member) State() State {
 // lists one ServiceExport at the version the member was joined with, and
 // checks the importer's access (checkAccess: one object of every other
 // resource it reads, and whether it may make every call it makes there;
-// at most every the access check interval, sooner after a refusal). That fails
-// when the API is unreachable, when the importer's credentials or RBAC
+// at the access check interval, sooner after a refusal). That fails when
+// the API is unreachable, when the importer's credentials or RBAC
 // binding are gone or lack any one of those calls (401/403; a bare
 // /readyz would still answer), and when the MCS CRDs were deleted or
 // stopped serving those versions (404).
