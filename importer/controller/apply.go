@@ -150,6 +150,10 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 		// The import is written without a VIP, and says why.
 		notOwned = append(notOwned, no)
 		asg = vip.Assignment{}
+	case write.TimedOut(err):
+		// The member did not answer in time: its slices would fare no
+		// better. The key is retried.
+		return done(cur != nil, nil, err)
 	case err != nil:
 		vipErr = err
 	}

@@ -3,10 +3,15 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
 
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
@@ -38,76 +43,52 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 		}
 		return err
 	}
-	var errs []error
+	// Each slice is written on its own (up to sliceWriteParallelism at
+	// once, within the member's client limits): a service every member
+	// exports has a slice per exporter, and its part of a reconcile
+	// must not grow with them one round trip at a time.
+	var (
+		mu     sync.Mutex
+		errs   []error
+		gaveUp atomic.Bool
+		wg     sync.WaitGroup
+	)
+	sem := make(chan struct{}, sliceWriteParallelism)
 	for _, w := range p.writes {
-		d, cur := w.want, w.cur
-		if w.replace != nil {
-			// Gone, or replaced already (the UID changed): the create
-			// below then finds what is there.
-			if err := del(w.replace); err != nil {
-				errs = append(errs, err)
-				continue
+		sem <- struct{}{}
+		if gaveUp.Load() || ctx.Err() != nil {
+			// The member did not answer in time: the rest would fare
+			// no better. What was written stays; the key is retried.
+			<-sem
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			h, err := c.writeSlice(ctx, v, ns, w, client, del)
+			if err != nil && write.TimedOut(err) {
+				gaveUp.Store(true)
 			}
-		}
-		heldKey := m.ID + "/" + ns + "/" + d.Name
-		if cur == nil && c.heldNames.Has(heldKey) {
-			// Someone else's last time: look before writing.
-			live, err := client.Get(ctx, d.Name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-			case err != nil:
-				errs = append(errs, err)
-				continue
-			default:
-				cur = live
+			mu.Lock()
+			defer mu.Unlock()
+			if h != nil {
+				held = append(held, h)
 			}
-		}
-		upToDate := aggregate.SliceUpToDate
-		if w.endpointsOnly {
-			upToDate = aggregate.EndpointsUpToDate
-		}
-		ops := write.Ops[*discoveryv1.EndpointSlice]{
-			Get: func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
-				return client.Get(ctx, d.Name, metav1.GetOptions{})
-			},
-			Create: func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
-				s, err := client.Create(ctx, slicedigest.ForWrite(d), metav1.CreateOptions{})
-				return recorded(m, s, err)
-			},
-			Owned:    func(s *discoveryv1.EndpointSlice) bool { return members.Owned(s) },
-			UpToDate: func(s *discoveryv1.EndpointSlice) bool { return upToDate(d, s) },
-			Update: func(ctx context.Context, s *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, error) {
-				// s may be the cache's slim copy: it gets d's endpoints.
-				upd := slicedigest.ForWrite(s).DeepCopy()
-				upd.Endpoints = d.Endpoints
-				if !w.endpointsOnly {
-					upd.Labels, upd.Ports = aggregate.MergeSliceLabels(d, s), d.Ports
-				}
-				s, err := client.Update(ctx, upd, metav1.UpdateOptions{})
-				return recorded(m, s, err)
-			},
-			Wrote: c.recorder(m, kindSlice, ns, d.Name),
-		}
-		if w.endpointsOnly {
-			// A held import's slice is never made anew: one gone
-			// meanwhile waits for the hold to end (NotFound below).
-			ops.Create = nil
-		}
-		_, out, err := write.Ensure(ctx, ops, cur)
-		switch {
-		case out == write.Yielded:
-			c.heldNames.Insert(heldKey)
-			held = append(held, &members.NotOwnedError{Kind: kindSlice, Namespace: ns, Name: d.Name})
-			continue
-		case err != nil && w.endpointsOnly && apierrors.IsNotFound(err):
-		case err != nil && cur == nil && out == write.Absent:
-			c.failed(m, "create EndpointSlice")
-			errs = append(errs, err)
-		case err != nil:
-			c.failed(m, "update EndpointSlice")
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	// By name, whatever order the writes finished in: what is in the
+	// way ends up in conditions, which must not flap.
+	slices.SortFunc(held, func(a, b *members.NotOwnedError) int { return strings.Compare(a.Name, b.Name) })
+	if gaveUp.Load() || ctx.Err() != nil {
+		// Removals wait for the writes: endpoints moving between slices
+		// must never be all gone.
+		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 		}
-		c.heldNames.Delete(heldKey)
+		return held, errors.Join(errs...)
 	}
 	for _, s := range p.remove {
 		if err := del(s); err != nil {
@@ -115,4 +96,82 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 		}
 	}
 	return held, errors.Join(errs...)
+}
+
+// sliceWriteParallelism bounds how many of one key's slices are written
+// into one member at once.
+const sliceWriteParallelism = 4
+
+// writeSlice makes one wanted slice of a plan hold what w wants in v's
+// member. It returns the name held by an object we do not manage, if
+// that is what is in the way, apart from the error.
+func (c *Controller) writeSlice(ctx context.Context, v view, ns string, w sliceWrite, client discoveryclient.EndpointSliceInterface, del func(*discoveryv1.EndpointSlice) error) (*members.NotOwnedError, error) {
+	m := v.m
+	d, cur := w.want, w.cur
+	if w.replace != nil {
+		// Gone, or replaced already (the UID changed): the create
+		// below then finds what is there.
+		if err := del(w.replace); err != nil {
+			return nil, err
+		}
+	}
+	heldKey := m.ID + "/" + ns + "/" + d.Name
+	if cur == nil && c.heldNames.Has(heldKey) {
+		// Someone else's last time: look before writing.
+		gctx, cancel := context.WithTimeout(ctx, write.RequestTimeout)
+		live, err := client.Get(gctx, d.Name, metav1.GetOptions{})
+		cancel()
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		default:
+			cur = live
+		}
+	}
+	upToDate := aggregate.SliceUpToDate
+	if w.endpointsOnly {
+		upToDate = aggregate.EndpointsUpToDate
+	}
+	ops := write.Ops[*discoveryv1.EndpointSlice]{
+		Get: func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
+			return client.Get(ctx, d.Name, metav1.GetOptions{})
+		},
+		Create: func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
+			s, err := client.Create(ctx, slicedigest.ForWrite(d), metav1.CreateOptions{})
+			return recorded(m, s, err)
+		},
+		Owned:    func(s *discoveryv1.EndpointSlice) bool { return members.Owned(s) },
+		UpToDate: func(s *discoveryv1.EndpointSlice) bool { return upToDate(d, s) },
+		Update: func(ctx context.Context, s *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, error) {
+			// s may be the cache's slim copy: it gets d's endpoints.
+			upd := slicedigest.ForWrite(s).DeepCopy()
+			upd.Endpoints = d.Endpoints
+			if !w.endpointsOnly {
+				upd.Labels, upd.Ports = aggregate.MergeSliceLabels(d, s), d.Ports
+			}
+			s, err := client.Update(ctx, upd, metav1.UpdateOptions{})
+			return recorded(m, s, err)
+		},
+		Wrote: c.recorder(m, kindSlice, ns, d.Name),
+	}
+	if w.endpointsOnly {
+		// A held import's slice is never made anew: one gone
+		// meanwhile waits for the hold to end (NotFound below).
+		ops.Create = nil
+	}
+	_, out, err := write.Ensure(ctx, ops, cur)
+	switch {
+	case out == write.Yielded:
+		c.heldNames.Insert(heldKey)
+		return &members.NotOwnedError{Kind: kindSlice, Namespace: ns, Name: d.Name}, nil
+	case err != nil && w.endpointsOnly && apierrors.IsNotFound(err):
+		err = nil
+	case err != nil && cur == nil && out == write.Absent:
+		c.failed(m, "create EndpointSlice")
+	case err != nil:
+		c.failed(m, "update EndpointSlice")
+	}
+	c.heldNames.Delete(heldKey)
+	return nil, err
 }

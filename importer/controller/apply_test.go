@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
 	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
+	"github.com/mcs-dns/mcs-dns/importer/write"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
@@ -113,14 +115,17 @@ func TestWriteSlicesInjectedFaults(t *testing.T) {
 	require.Len(t, held, 1)
 	assert.Equal(t, "taken", held[0].Name)
 
-	// Every other write went through, in order: writes, then removals.
-	assert.Equal(t, []string{
+	// Every other write went through: the writes (in parallel, in any
+	// order), then the removals.
+	wrote := actions(&kube.Fake)
+	require.NotEmpty(t, wrote)
+	assert.ElementsMatch(t, []string{
 		"update stale", "update stale", // a conflict, then from the live object
 		"create quota",
 		"create taken", // already exists: theirs, left alone
 		"create fresh",
-		"delete old",
-	}, actions(&kube.Fake))
+	}, wrote[:len(wrote)-1])
+	assert.Equal(t, "delete old", wrote[len(wrote)-1], "removals last")
 	live, err := kube.DiscoveryV1().EndpointSlices("ns").Get(t.Context(), "taken", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "someone-else", live.Labels[mcsapi.LabelManagedBy])
@@ -457,6 +462,55 @@ func TestSlowMemberDelaysOnlyItself(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, mcsv1beta1.ClusterSetIP, si.Spec.Type)
 	}
+}
+
+// A member that stops answering gives up its part at the first slice
+// write that times out: the key's other slices are not each sent to wait
+// out their own timeout (a service every member exports has a slice per
+// exporter), and what is not written is left for the retry.
+func TestTimedOutSliceWriteStopsMembersPart(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	objs := []runtime.Object{ns, export, svc}
+	const sources = 12
+	for i := range sources {
+		objs = append(objs, &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%02d", i), Labels: map[string]string{
+				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.0.%d", i+1)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		})
+	}
+	east := &members.Member{ID: "east", Kube: fake.NewClientset(), MCS: mcsfake.NewSimpleClientset(export), Importing: true}
+	east.UseFixedCaches(objs...)
+	westKube, westMCS := fake.NewClientset(), mcsfake.NewSimpleClientset()
+	var creates atomic.Int32
+	westKube.PrependReactor("create", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		creates.Add(1)
+		return true, nil, apierrors.NewTimeoutError("the member is not answering", 1)
+	})
+	west := &members.Member{ID: "west", Kube: westKube, MCS: westMCS, Importing: true}
+	west.UseFixedCaches(ns)
+	c := New(Options{Members: members.Static{east, west}})
+	t.Cleanup(c.ShutDown)
+
+	err := c.Reconcile(t.Context(), "ns/web")
+	require.Error(t, err, "the key is retried")
+	assert.True(t, write.TimedOut(err), "with the timeout: %v", err)
+	assert.LessOrEqual(t, int(creates.Load()), sliceWriteParallelism, "west's slice creates stop at the first that timed out")
+	assert.Positive(t, int(creates.Load()))
+	_, err = westMCS.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no import without its endpoints")
+	si, err := east.MCS.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err, "east's part is written all the same")
+	assert.Equal(t, mcsv1beta1.ClusterSetIP, si.Spec.Type)
+	got, err := east.Kube.DiscoveryV1().EndpointSlices("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Len(t, got.Items, sources, "every slice of east's part, written in parallel")
 }
 
 // A reconcile that runs again before the caches have seen the first one's

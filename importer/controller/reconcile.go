@@ -20,8 +20,10 @@ import (
 	"github.com/mcs-dns/mcs-dns/internal/policy"
 )
 
-// reconcileTimeout bounds one key's reconcile (all its API calls).
-const reconcileTimeout = time.Minute
+// reconcileTimeout bounds one key's reconcile, a backstop: each request
+// is bounded on its own (write.RequestTimeout), and each member's part by
+// memberTimeout, twice over (the import side, then the export side).
+const reconcileTimeout = 2*memberTimeout + time.Minute
 
 type view struct {
 	m *members.Member
@@ -171,9 +173,13 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 }
 
 // memberTimeout bounds one member's part of a reconcile (all its API
-// calls for the key): a member that hangs gives up its own part, and the
-// key is retried, without holding the key for the others longer.
-const memberTimeout = 20 * time.Second
+// calls for the key). Each request has its own, shorter bound
+// (write.RequestTimeout), and a member's slice writes stop at the first
+// that times out, so a member that hangs gives up its part within about
+// that; this bound is for one that answers, slowly, a part that is
+// large (a service every member exports has a slice per exporter): it
+// finishes in one attempt instead of a few writes per retry.
+const memberTimeout = 2 * time.Minute
 
 // memberParallelism bounds how many members one reconcile writes to at
 // once (each member's client keeps its own rate limit).

@@ -2,11 +2,12 @@ package members
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/mcs-dns/mcs-dns/importer/write"
 )
 
 // slowProbeThreshold is how many probes in a row an Up member must fail
@@ -24,10 +25,7 @@ const slowProbeThreshold = 3
 
 // timedOut reports whether a probe failed because the member did not
 // answer in time or said it was too busy, as opposed to refusing.
-func timedOut(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) ||
-		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)
-}
+func timedOut(err error) bool { return write.TimedOut(err) }
 
 // versionCheckProbes: the served versions are read again every this many
 // probes of an Up member (30 s at the default 5 s probe interval).

@@ -10,12 +10,36 @@ package write
 import (
 	"context"
 	"errors"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 )
+
+// RequestTimeout bounds each request Ensure and Delete send. A caller
+// writing many objects into one member (a service every member exports
+// has a mirrored slice per exporter) is bounded per request, not as a
+// whole: a member that answers slowly still takes every write, and one
+// that hangs fails the first (see TimedOut) instead of the caller's
+// whole part. (A variable for tests.)
+var RequestTimeout = 20 * time.Second
+
+// TimedOut reports whether err says the API server did not answer in
+// time, or said it is too busy: the next request to it would most likely
+// fare no better.
+func TimedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)
+}
+
+// bounded calls f with ctx bounded by RequestTimeout.
+func bounded[R any](ctx context.Context, f func(context.Context) (R, error)) (R, error) {
+	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	return f(rctx)
+}
 
 // Outcome says what Ensure did.
 type Outcome int
@@ -95,7 +119,7 @@ func Ensure[T any, P interface {
 		if ops.Create == nil {
 			return nil, Absent, nil
 		}
-		created, err := ops.Create(ctx)
+		created, err := bounded(ctx, ops.Create)
 		wrote("create", err)
 		if err == nil {
 			return created, Created, nil
@@ -104,7 +128,7 @@ func Ensure[T any, P interface {
 			return nil, Absent, err
 		}
 		// The cache is behind, or someone else's object has the name.
-		if cur, err = ops.Get(ctx); err != nil {
+		if cur, err = bounded(ctx, ops.Get); err != nil {
 			return nil, Absent, err
 		}
 	}
@@ -116,14 +140,14 @@ func Ensure[T any, P interface {
 		if ops.UpToDate(cur) {
 			return nil // possibly the object read after a conflict
 		}
-		upd, err := ops.Update(ctx, cur)
+		upd, err := bounded(ctx, func(ctx context.Context) (P, error) { return ops.Update(ctx, cur) })
 		wrote("update", err)
 		if err == nil {
 			cur, out = upd, Updated
 			return nil
 		}
 		if apierrors.IsConflict(err) {
-			if live, gerr := ops.Get(ctx); gerr == nil {
+			if live, gerr := bounded(ctx, ops.Get); gerr == nil {
 				cur = live
 			}
 		}
@@ -140,7 +164,9 @@ func Ensure[T any, P interface {
 // fails with a conflict), counts as deleted: the replacement is never
 // touched.
 func Delete(ctx context.Context, del func(context.Context, metav1.DeleteOptions) error, uid types.UID, wrote func(verb string, err error)) error {
-	err := del(ctx, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, del(ctx, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	})
 	if wrote != nil {
 		wrote("delete", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -325,4 +326,37 @@ func TestDelete(t *testing.T) {
 			assert.Len(t, l.writes, 1)
 		})
 	}
+}
+
+// Each request is bounded on its own: one that hangs fails by
+// RequestTimeout, though its caller's context has no deadline, and the
+// error says it timed out (so that a caller with more writes for the
+// same member stops there).
+func TestEachRequestIsBounded(t *testing.T) {
+	old := write.RequestTimeout
+	write.RequestTimeout = 100 * time.Millisecond
+	t.Cleanup(func() { write.RequestTimeout = old })
+
+	var l log
+	hang := func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	start := time.Now()
+	_, out, err := write.Ensure(t.Context(), write.Ops[*discoveryv1.EndpointSlice]{
+		Get: hang, Create: hang, UpToDate: ready, Wrote: l.wrote,
+	}, nil)
+	require.Error(t, err)
+	assert.True(t, write.TimedOut(err), "the error says it timed out: %v", err)
+	assert.Equal(t, write.Absent, out)
+	assert.Less(t, time.Since(start), 5*time.Second, "bounded by RequestTimeout, not the caller's context")
+
+	err = write.Delete(t.Context(), func(ctx context.Context, _ metav1.DeleteOptions) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}, "uid", l.wrote)
+	assert.True(t, write.TimedOut(err), "a delete too: %v", err)
+
+	assert.False(t, write.TimedOut(apierrors.NewForbidden(slicesGR, "x", errors.New("no"))), "a refusal is not a timeout")
+	assert.True(t, write.TimedOut(apierrors.NewTooManyRequests("busy", 1)), "too busy counts as no answer in time")
 }
