@@ -57,12 +57,16 @@ type Event struct {
 const indexService = "service"
 
 // Caches are one generation of a member's informers. A member that was
-// unreachable for longer than the grace period gets a fresh generation
-// when it returns (a full relist), so nothing stale is ever served again.
+// unreachable gets a fresh generation when it returns (a full relist), so
+// nothing it missed meanwhile is ever served: within the grace period the
+// new generation tells only what differs from the one before it.
 type Caches struct {
-	cancel     context.CancelFunc
-	done       chan struct{} // closed when every informer has stopped
-	hasSynced  []cache.InformerSynced
+	cancel    context.CancelFunc
+	ctxDone   <-chan struct{} // closed when the generation is told to stop
+	done      chan struct{}   // closed when every informer has stopped
+	hasSynced []cache.InformerSynced
+	// kinds: each informer's kind, indexer and event handler.
+	kinds      []kindCache
 	exports    cache.Indexer
 	imports    cache.Indexer
 	services   cache.Indexer
@@ -72,6 +76,23 @@ type Caches struct {
 	// own: what this importer wrote that the caches may not show yet;
 	// Import, Service and MirroredSlices read through it.
 	own *ownWrites
+}
+
+// kindCache is one informer of a generation.
+type kindCache struct {
+	kind    Kind
+	indexer cache.Indexer
+	handler cache.ResourceEventHandler
+}
+
+// indexer returns the generation's indexer of kind (nil if none).
+func (c *Caches) indexer(kind Kind) cache.Indexer {
+	for _, k := range c.kinds {
+		if k.kind == kind {
+			return k.indexer
+		}
+	}
+	return nil
 }
 
 // transform is the informers' transform: managedFields are large and
@@ -110,12 +131,14 @@ func sliceIndexer(label string) cache.Indexers {
 }
 
 // startCaches starts a new generation of informers; events go to notify.
-// Call waitSynced before reading.
-func (m *Member) startCaches(parent context.Context, notify func(Event)) (*Caches, error) {
+// Call waitSynced before reading. With prev (the generation it replaces),
+// an object listed exactly as prev holds it (same resourceVersion) is not
+// told again; after waitSynced, emitGone tells what prev held and this
+// generation does not.
+func (m *Member) startCaches(parent context.Context, notify func(Event), prev *Caches) (*Caches, error) {
 	ctx, cancel := context.WithCancel(parent)
-	done := ctx.Done()
-	m.cachesDone.Store(&done)
-	c := &Caches{cancel: cancel, done: make(chan struct{}), own: newOwnWrites()}
+	c := &Caches{cancel: cancel, ctxDone: ctx.Done(), done: make(chan struct{}), own: newOwnWrites()}
+	m.cachesDone.Store(&c.ctxDone)
 	tr := informers.WithTransform(transform)
 	kf := informers.NewSharedInformerFactoryWithOptions(m.Kube, 0, tr)
 	sourceSel := fmt.Sprintf("%s,%s!=%s", discoveryv1.LabelServiceName, mcsapi.LabelManagedBy, mcsapi.ManagedByImporter)
@@ -174,10 +197,16 @@ func (m *Member) startCaches(parent context.Context, notify func(Event)) (*Cache
 			return nil, err
 		}
 		*i.dst = i.informer.GetIndexer()
-		if _, err := i.informer.AddEventHandler(handler(m, i.kind, c.own, notify)); err != nil {
+		var known cache.Indexer
+		if prev != nil {
+			known = prev.indexer(i.kind)
+		}
+		h := handler(m, i.kind, c.own, notify, known)
+		if _, err := i.informer.AddEventHandler(h); err != nil {
 			cancel()
 			return nil, err
 		}
+		c.kinds = append(c.kinds, kindCache{kind: i.kind, indexer: *i.dst, handler: h})
 		c.hasSynced = append(c.hasSynced, i.informer.HasSynced)
 	}
 	kf.Start(ctx.Done())
@@ -205,13 +234,45 @@ func (c *Caches) waitSynced(ctx context.Context, timeout time.Duration) bool {
 	return cache.WaitForCacheSync(ctx.Done(), c.hasSynced...)
 }
 
+// emitGone tells, as deletions, the objects prev holds that this
+// generation (synced) does not: deleted while the member was away.
+func (c *Caches) emitGone(prev *Caches) {
+	for _, k := range c.kinds {
+		known := prev.indexer(k.kind)
+		if known == nil {
+			continue
+		}
+		for _, obj := range known.List() {
+			key, err := cache.MetaNamespaceKeyFunc(obj)
+			if err != nil {
+				continue
+			}
+			if _, exists, _ := k.indexer.GetByKey(key); !exists {
+				k.handler.OnDelete(obj)
+			}
+		}
+	}
+}
+
+// abandon stops c, a generation that did not replace prev: prev's
+// watches go on waiting for a refusing API server until prev is stopped.
+func (m *Member) abandon(c, prev *Caches) {
+	if prev != nil {
+		m.cachesDone.Store(&prev.ctxDone)
+	}
+	c.stop()
+}
+
 // stop stops the informers of this generation and waits until they have.
 func (c *Caches) stop() {
 	c.cancel()
 	<-c.done
 }
 
-func handler(m *Member, kind Kind, own *ownWrites, notify func(Event)) cache.ResourceEventHandler {
+// handler turns an informer's events into Events. known, if set, is the
+// previous generation's indexer of kind: an add of an object it holds at
+// the same resourceVersion is nothing new.
+func handler(m *Member, kind Kind, own *ownWrites, notify func(Event), known cache.Indexer) cache.ResourceEventHandler {
 	// serviceImport is obj as an import (nil for other kinds).
 	serviceImport := func(obj any) *mcsv1beta1.ServiceImport {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -258,7 +319,12 @@ func handler(m *Member, kind Kind, own *ownWrites, notify func(Event)) cache.Res
 		notify(ev)
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { emit(obj, nil, obj) },
+		AddFunc: func(obj any) {
+			if known != nil && sameAsKnown(known, obj) {
+				return
+			}
+			emit(obj, nil, obj)
+		},
 		UpdateFunc: func(old, new any) {
 			if o, err := meta.Accessor(old); err == nil {
 				if n, err := meta.Accessor(new); err == nil && o.GetResourceVersion() == n.GetResourceVersion() {
@@ -273,6 +339,22 @@ func handler(m *Member, kind Kind, own *ownWrites, notify func(Event)) cache.Res
 		},
 		DeleteFunc: func(obj any) { emit(obj, obj, nil) },
 	}
+}
+
+// sameAsKnown reports whether known holds obj at the same
+// resourceVersion.
+func sameAsKnown(known cache.Indexer, obj any) bool {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return false
+	}
+	old, exists, err := known.GetByKey(key)
+	if !exists || err != nil {
+		return false
+	}
+	o, err1 := meta.Accessor(old)
+	n, err2 := meta.Accessor(obj)
+	return err1 == nil && err2 == nil && o.GetUID() == n.GetUID() && o.GetResourceVersion() == n.GetResourceVersion()
 }
 
 func get[T any](idx cache.Indexer, key string) *T {

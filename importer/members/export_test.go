@@ -6,5 +6,5 @@ import "k8s.io/client-go/tools/cache"
 // members_test (which may import what imports members, such as
 // importer/vip).
 func Handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandler {
-	return handler(m, kind, nil, notify)
+	return handler(m, kind, nil, notify, nil)
 }

@@ -52,7 +52,7 @@ type health struct {
 // Start starts the member's first cache generation and waits (at most
 // syncTimeout) for it to sync; the member is then Up.
 func (m *Member) Start(ctx context.Context, notify func(Event), syncTimeout time.Duration) error {
-	c, err := m.startCaches(ctx, notify)
+	c, err := m.startCaches(ctx, notify, nil)
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", m.ID, err)
 	}

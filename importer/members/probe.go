@@ -90,17 +90,41 @@ func (s *Set) watch(ctx context.Context, sl *slot, m *Member) bool {
 		case err != nil:
 			s.unreachable(log, sl, m, err)
 		case state == Unreachable:
-			if s.transition(sl, m, Unreachable, Up, nil) {
-				log.Info("member cluster usable again within the grace period")
-				s.o.OnChange(Change{Context: sl.cfg.Context, Member: m, State: Up, Returned: true})
+			// Its caches missed what happened while it was away, and
+			// catch up only when their watches are made again (after a
+			// compaction or a restart of its API server, by listing
+			// again): a new generation lists it now, and tells only
+			// what differs from what was known. Until it has, the
+			// member stays Unreachable (nothing is written into it from
+			// a stale view, its last known state stays served).
+			prev := m.Caches()
+			c, err := m.startCaches(ctx, s.o.Notify, prev)
+			if err != nil {
+				log.Error("starting caches", "err", err)
+				continue
 			}
+			if !c.waitSynced(ctx, s.o.SyncTimeout) {
+				m.abandon(c, prev)
+				log.Warn("member cluster answers again, but its caches did not sync; will retry", "timeout", s.o.SyncTimeout)
+				continue
+			}
+			if !s.transition(sl, m, Unreachable, Up, c) {
+				m.abandon(c, prev)
+				continue
+			}
+			if prev != nil {
+				c.emitGone(prev)
+				prev.stop()
+			}
+			log.Info("member cluster usable again within the grace period")
+			s.o.OnChange(Change{Context: sl.cfg.Context, Member: m, State: Up, Returned: true})
 		case state == Down:
 			if change := m.VersionsChanged(s.o.ProbeTimeout); change != "" {
 				s.rejoin(log, sl, m, change)
 				return true
 			}
 			log.Info("member cluster usable again; relisting")
-			c, err := m.startCaches(ctx, s.o.Notify)
+			c, err := m.startCaches(ctx, s.o.Notify, nil)
 			if err != nil {
 				log.Error("starting caches", "err", err)
 				continue
