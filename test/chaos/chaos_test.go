@@ -1397,6 +1397,9 @@ type view struct {
 	visible []bool    // reachable by the importers, and long enough to be seen
 	reach   []bool    // reachable by the importers now
 	away    int       // members the importers cannot reach now, for sure
+	// awayAtMost: members the importers may not reach now (a stopped API
+	// server counts until it answers again, cut ones too).
+	awayAtMost int
 }
 
 func (w *world) look(ctx context.Context) view {
@@ -1406,6 +1409,9 @@ func (w *world) look(ctx context.Context) view {
 	for i := range w.members {
 		if w.cuts[i] > 0 || w.apiAway[i] {
 			v.away++
+		}
+		if w.cuts[i] > 0 || w.apiDown[i] {
+			v.awayAtMost++
 		}
 		v.reach[i] = !w.cutOff(i) && !w.apiDown[i]
 		v.visible[i] = v.reach[i] && time.Since(w.seenFrom[i]) > settle
@@ -1471,6 +1477,12 @@ func (w *world) checkLoop(ctx context.Context) {
 	// disruptedSince: the start of the disruption in progress, or of the
 	// last one, which ended at disruptedUntil (zero while it lasts).
 	var disruptedSince, disruptedUntil time.Time
+	// earliestSince: the same for a disruption counted from awayAtMost,
+	// the earliest the importer may have seen one begin: a starting API
+	// server is away to it until it answers, and a disruption that
+	// includes one may have begun earlier, and reached --max-disruption
+	// earlier, than the one counted for sure.
+	var earliestSince, earliestUntil time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -1494,6 +1506,14 @@ func (w *world) checkLoop(ctx context.Context) {
 		} else if !disruptedSince.IsZero() && disruptedUntil.IsZero() {
 			disruptedUntil = cur.at
 		}
+		if cur.awayAtMost*2 > len(w.members) {
+			if earliestSince.IsZero() || (!earliestUntil.IsZero() && cur.at.Sub(earliestUntil) > settle) {
+				earliestSince = cur.at
+			}
+			earliestUntil = time.Time{}
+		} else if !earliestSince.IsZero() && earliestUntil.IsZero() {
+			earliestUntil = cur.at
+		}
 		inDisruption := !disruptedSince.IsZero() && disruptedUntil.IsZero()
 		w.checkNames(cur)
 		if prev.members != nil {
@@ -1502,8 +1522,10 @@ func (w *world) checkLoop(ctx context.Context) {
 			// probe times out (at least 5 s) and the next
 			// decision runs: both readings must be past that (a member
 			// whose grace period ends before may be withdrawn, rightly),
-			// and within the time a disruption stops withdrawals.
-			if inDisruption && prev.at.Sub(disruptedSince) > noticeDisruption && cur.at.Sub(disruptedSince) < maxDisruption {
+			// and within the time a disruption stops withdrawals, from
+			// the earliest it may have begun.
+			if inDisruption && prev.at.Sub(disruptedSince) > noticeDisruption && cur.at.Sub(disruptedSince) < maxDisruption &&
+				cur.at.Sub(earliestSince) < maxDisruption {
 				w.checkNothingWithdrawn(prev, cur, disruptedSince)
 			}
 		}
