@@ -82,13 +82,16 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 	// By name, whatever order the writes finished in: what is in the
 	// way ends up in conditions, which must not flap.
 	slices.SortFunc(held, func(a, b *members.NotOwnedError) int { return strings.Compare(a.Name, b.Name) })
-	if gaveUp.Load() || ctx.Err() != nil {
+	switch {
+	case gaveUp.Load():
 		// Removals wait for the writes: endpoints moving between slices
 		// must never be all gone.
-		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-		}
 		return held, errors.Join(errs...)
+	case ctx.Err() != nil:
+		// The part's time is up while the member answers: what was
+		// written stays, the next pass goes on from there (the writes
+		// cut short are its to make again).
+		return held, errUnfinished
 	}
 	for _, s := range p.remove {
 		if err := del(s); err != nil {

@@ -513,6 +513,80 @@ func TestTimedOutSliceWriteStopsMembersPart(t *testing.T) {
 	assert.Len(t, got.Items, sources, "every slice of east's part, written in parallel")
 }
 
+// A member's part that runs out of its time while the member answers
+// (slowly) keeps what it wrote, and is not a failure: the key goes on in
+// the next pass, which writes only what is left; nothing is sent twice.
+func TestUnfinishedPartGoesOnInTheNextPass(t *testing.T) {
+	old := memberTimeout
+	memberTimeout = 600 * time.Millisecond
+	t.Cleanup(func() { memberTimeout = old })
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	objs := []runtime.Object{ns, export, svc}
+	const sources = 24
+	for i := range sources {
+		objs = append(objs, &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%02d", i), Labels: map[string]string{
+				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.0.%d", i+1)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		})
+	}
+	east := &members.Member{ID: "east", Kube: fake.NewClientset(), MCS: mcsfake.NewSimpleClientset(export)}
+	east.UseFixedCaches(objs...)
+	westKube, westMCS := fake.NewClientset(), mcsfake.NewSimpleClientset()
+	stampResourceVersions(&westKube.Fake, &westMCS.Fake)
+	// Slow, but answering: each slice create takes 100 ms, so the 24
+	// slices (four at a time) need about 600 ms.
+	westKube.PrependReactor("create", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		time.Sleep(100 * time.Millisecond)
+		return false, nil, nil
+	})
+	west := &members.Member{ID: "west", Kube: westKube, MCS: westMCS, Importing: true}
+	west.UseFixedCaches(ns)
+	c := New(Options{Members: members.Static{east, west}})
+	t.Cleanup(c.ShutDown)
+
+	passes := 0
+	for {
+		passes++
+		require.Less(t, passes, 10, "the passes make progress")
+		err := c.Reconcile(t.Context(), "ns/web")
+		if err == nil {
+			break
+		}
+		require.True(t, onlyUnfinished(err), "an unfinished part is not a failure: %v", err)
+		memberTimeout = 300 * time.Millisecond // each pass from here writes a few
+	}
+	assert.Greater(t, passes, 1, "the first pass ran out of time")
+	creates := 0
+	for _, a := range westKube.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "endpointslices" {
+			creates++
+		}
+	}
+	t.Logf("%d passes, %d slice creates", passes, creates)
+	got, err := westKube.DiscoveryV1().EndpointSlices("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Len(t, got.Items, sources, "every slice written in the end")
+	assert.LessOrEqual(t, creates, sources+sliceWriteParallelism, "only the writes cut short are sent again")
+	_, err = westMCS.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+	assert.NoError(t, err, "the import, once its slices are all there")
+}
+
+func TestOnlyUnfinished(t *testing.T) {
+	assert.False(t, onlyUnfinished(nil))
+	assert.True(t, onlyUnfinished(errUnfinished))
+	assert.True(t, onlyUnfinished(fmt.Errorf("cluster a: %w", errUnfinished)))
+	assert.True(t, onlyUnfinished(errors.Join(fmt.Errorf("cluster a: %w", errUnfinished), nil, errors.Join(errUnfinished))))
+	assert.False(t, onlyUnfinished(errors.Join(errUnfinished, errors.New("refused"))))
+	assert.False(t, onlyUnfinished(errors.New("refused")))
+}
+
 // A reconcile that runs again before the caches have seen the first one's
 // writes sends none of them a second time: it reads through what it
 // wrote. (The fixed caches here never see a write.)

@@ -396,6 +396,16 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		// Owed no longer: it ran (a failure retries below, with backoff).
 		c.passes.fullRan(k)
 	}
+	if err != nil && onlyUnfinished(err) && ctx.Err() == nil {
+		// Not a failure: a large part ran out of its time while the
+		// member answered. Queued again at once, behind the keys
+		// waiting, without back-off.
+		c.metrics.Reconciles.WithLabelValues("unfinished").Inc()
+		c.log.Debug("reconcile continues in the next pass", "key", k)
+		c.queue.Forget(it)
+		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, it)
+		return true
+	}
 	if err != nil {
 		c.metrics.Reconciles.WithLabelValues("error").Inc()
 		if ctx.Err() == nil {

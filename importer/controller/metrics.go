@@ -6,7 +6,8 @@ import (
 
 // Metrics are the importer's Prometheus metrics (namespace mcs_importer).
 type Metrics struct {
-	// Reconciles counts reconciles of one key, by result (success, error).
+	// Reconciles counts reconciles of one key, by result (success, error,
+	// unfinished: a member's part ran out of time and goes on in the next pass).
 	Reconciles *prometheus.CounterVec
 	// ReconcileSeconds is the duration of one key's reconcile.
 	ReconcileSeconds prometheus.Histogram

@@ -23,7 +23,7 @@ import (
 // reconcileTimeout bounds one key's reconcile, a backstop: each request
 // is bounded on its own (write.RequestTimeout), and each member's part by
 // memberTimeout, twice over (the import side, then the export side).
-const reconcileTimeout = 2*memberTimeout + time.Minute
+var reconcileTimeout = 2*memberTimeout + time.Minute
 
 type view struct {
 	m *members.Member
@@ -173,13 +173,40 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 }
 
 // memberTimeout bounds one member's part of a reconcile (all its API
-// calls for the key). Each request has its own, shorter bound
+// calls for the key). Each request has its own bound
 // (write.RequestTimeout), and a member's slice writes stop at the first
 // that times out, so a member that hangs gives up its part within about
-// that; this bound is for one that answers, slowly, a part that is
-// large (a service every member exports has a slice per exporter): it
-// finishes in one attempt instead of a few writes per retry.
-const memberTimeout = 2 * time.Minute
+// that. A part that is large (a service every member exports has a
+// mirrored slice per exporter) and slow stops writing slices when its
+// time is up, keeping what it wrote: the key goes to the back of the
+// queue at once, without back-off (errUnfinished), and the next pass goes
+// on from there. No key holds a worker for longer than this, however
+// many members export it.
+var memberTimeout = 20 * time.Second // a variable for tests
+
+// errUnfinished: a member's part ran out of time while it was writing,
+// and answering. Not a failure: the key is queued again at once.
+var errUnfinished = errors.New("member's part not finished in time; continued in the next pass")
+
+// onlyUnfinished reports whether err is made of errUnfinished alone
+// (however wrapped and joined).
+func onlyUnfinished(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Unwrap() []error }:
+		errs := e.Unwrap()
+		for _, err := range errs {
+			if !onlyUnfinished(err) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	case interface{ Unwrap() error }:
+		return err == errUnfinished || onlyUnfinished(e.Unwrap())
+	}
+	return err == errUnfinished
+}
 
 // memberParallelism bounds how many members one reconcile writes to at
 // once (each member's client keeps its own rate limit).
