@@ -30,8 +30,20 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 	}
 	m := v.m
 	client := m.Kube.DiscoveryV1().EndpointSlices(ns)
+	// ctx's deadline (the member's part's time) stops new writes from
+	// starting; writes in flight when it is up are let finish (each is
+	// bounded by write.RequestTimeout): cut short, the API server may
+	// apply them all the same, and the next pass would send them again.
+	// They stop at once when ctx is canceled (the importer stopping).
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	defer context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			stop()
+		}
+	})()
 	del := func(s *discoveryv1.EndpointSlice) error {
-		err := write.Delete(ctx, func(ctx context.Context, opts metav1.DeleteOptions) error {
+		err := write.Delete(wctx, func(ctx context.Context, opts metav1.DeleteOptions) error {
 			err := client.Delete(ctx, s.Name, opts)
 			if err == nil || apierrors.IsNotFound(err) {
 				m.RecordDelete(s)
@@ -64,7 +76,7 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			h, err := c.writeSlice(ctx, v, ns, w, client, del)
+			h, err := c.writeSlice(wctx, v, ns, w, client, del)
 			if err != nil && write.TimedOut(err) {
 				gaveUp.Store(true)
 			}
@@ -89,9 +101,9 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 		return held, errors.Join(errs...)
 	case ctx.Err() != nil:
 		// The part's time is up while the member answers: what was
-		// written stays, the next pass goes on from there (the writes
-		// cut short are its to make again).
-		return held, errUnfinished
+		// written stays, the next pass goes on from there (removals
+		// included).
+		return held, errors.Join(append(errs, errUnfinished)...)
 	}
 	for _, s := range p.remove {
 		if err := del(s); err != nil {
