@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 
@@ -718,4 +719,62 @@ func stampResourceVersions(fs ...*k8stesting.Fake) {
 			return false, nil, nil
 		})
 	}
+}
+
+// A full pass that fails (here: a mirrored slice's create refused once)
+// is retried ahead of the full passes queued meanwhile, as a serve pass
+// would be: it may have left members without their copies. (At priority
+// 0 it waited behind every serve pass and full pass queued, minutes at
+// 40 members.)
+func TestFailedFullPassRetriedAsServe(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	source := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-a", Labels: map[string]string{
+			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	east := &members.Member{ID: "east", Kube: fake.NewClientset(), MCS: mcsfake.NewSimpleClientset(export)}
+	east.UseFixedCaches(ns, export, svc, source)
+	westKube := fake.NewClientset()
+	var refused atomic.Bool
+	westKube.PrependReactor("create", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refused.CompareAndSwap(false, true) {
+			return true, nil, apierrors.NewForbidden(slicesResource, "web", errors.New("exceeded quota"))
+		}
+		return false, nil, nil
+	})
+	west := &members.Member{ID: "west", Kube: westKube, MCS: mcsfake.NewSimpleClientset(), Importing: true}
+	west.UseFixedCaches(ns)
+	c := New(Options{Members: members.Static{east, west}})
+	t.Cleanup(c.ShutDown) // never Run
+	var mu sync.Mutex
+	var order []string
+	c.afterPass = func(k string, _ pass) error {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, k)
+		return nil
+	}
+
+	c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(0)}, item{"ns/web", passFull})
+	require.True(t, c.processNext(t.Context()))
+	require.True(t, refused.Load(), "the full pass failed")
+	// Full passes of other keys (nothing to write) queued meanwhile,
+	// before the retry's back-off has passed.
+	for i := range 3 {
+		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(0)}, item{fmt.Sprintf("ns/other-%d", i), passFull})
+	}
+	time.Sleep(100 * time.Millisecond) // the retry's back-off (10 ms)
+	require.True(t, c.processNext(t.Context()))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"ns/web", "ns/web"}, order, "the failed pass retried first")
+	_, err := west.MCS.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+	assert.NoError(t, err, "and the import written")
 }

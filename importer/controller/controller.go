@@ -288,6 +288,13 @@ const (
 	fullPassMaxWait = 30 * time.Second
 )
 
+// retryPriority is the priority a pass that failed, or did not finish,
+// is queued again at: at least a serve pass's. It may have left members
+// without their copies (a full pass writes them too), which must not
+// wait behind every serve pass queued meanwhile, as a full pass's
+// statuses do: at 40 members such retries waited minutes.
+func retryPriority(priority int) int { return max(priority, priorityServe) }
+
 // addServe queues a serve pass of k (the response to any change).
 func (c *Controller) addServe(k string) {
 	c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priorityServe)}, item{k, passServe})
@@ -403,17 +410,16 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		c.metrics.Reconciles.WithLabelValues("unfinished").Inc()
 		c.log.Debug("reconcile continues in the next pass", "key", k)
 		c.queue.Forget(it)
-		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, it)
+		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(retryPriority(priority))}, it)
 		return true
 	}
 	if err != nil {
 		c.metrics.Reconciles.WithLabelValues("error").Inc()
 		if ctx.Err() == nil {
 			c.log.Warn("reconcile failed; will retry", "key", k, "err", err)
-			// As a full pass (so that conditions say what is wrong), at
-			// the same priority (a failed serve pass stays ahead of
-			// statuses), with backoff.
-			c.queue.AddWithOpts(priorityqueue.AddOpts{RateLimited: true, Priority: ptr.To(priority)}, item{k, passFull})
+			// As a full pass (so that conditions say what is wrong),
+			// at least at a serve pass's priority, with backoff.
+			c.queue.AddWithOpts(priorityqueue.AddOpts{RateLimited: true, Priority: ptr.To(retryPriority(priority))}, item{k, passFull})
 		}
 		return true
 	}
