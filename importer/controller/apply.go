@@ -169,31 +169,45 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 	}
 	ready := readyCondition(asg, notOwned)
 
-	cur, out, err := c.writeImport(ctx, m, desired, cur)
+	// From here each step starts only within the part's time, and a
+	// step started is let finish: the part's deadline falling during the
+	// import's create (its slices having just made it) is an unfinished
+	// part, not a failed one.
+	if partOver(ctx) {
+		return done(cur != nil, nil, errUnfinished)
+	}
+	wctx, stop := letFinish(ctx)
+	defer stop()
+	cur, out, err := c.writeImport(wctx, m, desired, cur)
 	switch {
 	case out == write.Yielded:
 		c.warnForeign(m, ns, name)
 		notOwned = nil // their import is all that is in the way
-		return done(false, []string{importObject(ns, name)}, c.yieldToForeign(ctx, v, ns, name))
+		return done(false, []string{importObject(ns, name)}, c.yieldToForeign(wctx, v, ns, name))
 	case err != nil:
 		return done(cur != nil, nil, err)
+	case partOver(ctx):
+		return done(true, nil, errUnfinished)
 	}
 
 	// The import names no VIP another --vip-mode made any more, and a
 	// Headless one none at all: only now may they go.
 	if desired.Spec.Type != mcsv1beta1.ClusterSetIP {
-		if err := c.vip.Release(ctx, m.ID, ns, name); err != nil {
+		if err := c.vip.Release(wctx, m.ID, ns, name); err != nil {
 			c.failed(m, "release VIP")
 			return done(true, nil, fmt.Errorf("releasing VIP: %w", err))
 		}
 	}
-	if err := c.releaseLeftovers(ctx, m, ns, name); err != nil {
+	if err := c.releaseLeftovers(wctx, m, ns, name); err != nil {
 		return done(true, nil, err)
 	}
 	if t.pass == passServe {
 		return done(true, nil, nil)
 	}
-	return done(true, nil, c.writeImportStatus(ctx, m, desired, cur, t.now, ready))
+	if partOver(ctx) {
+		return done(true, nil, errUnfinished)
+	}
+	return done(true, nil, c.writeImportStatus(wctx, m, desired, cur, t.now, ready))
 }
 
 // assignVIP is the VIP step of a ClusterSetIP import (a Headless one has

@@ -31,17 +31,9 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 	m := v.m
 	client := m.Kube.DiscoveryV1().EndpointSlices(ns)
 	// ctx's deadline (the member's part's time) stops new writes from
-	// starting; writes in flight when it is up are let finish (each is
-	// bounded by write.RequestTimeout): cut short, the API server may
-	// apply them all the same, and the next pass would send them again.
-	// They stop at once when ctx is canceled (the importer stopping).
-	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	// starting; writes in flight when it is up are let finish.
+	wctx, stop := letFinish(ctx)
 	defer stop()
-	defer context.AfterFunc(ctx, func() {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			stop()
-		}
-	})()
 	del := func(s *discoveryv1.EndpointSlice) error {
 		err := write.Delete(wctx, func(ctx context.Context, opts metav1.DeleteOptions) error {
 			err := client.Delete(ctx, s.Name, opts)
@@ -99,7 +91,7 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 		// Removals wait for the writes: endpoints moving between slices
 		// must never be all gone.
 		return held, errors.Join(errs...)
-	case ctx.Err() != nil:
+	case partOver(ctx):
 		// The part's time is up while the member answers: what was
 		// written stays, the next pass goes on from there (removals
 		// included).

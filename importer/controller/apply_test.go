@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 
 	"github.com/mcs-dns/mcs-dns/importer/aggregate"
@@ -550,8 +551,8 @@ func TestUnfinishedPartGoesOnInTheNextPass(t *testing.T) {
 	// cut short is cancelled as client-go's are): slow, but answering,
 	// each create taking 100 ms and applied even when its client has
 	// gone, so the 24 slices (four at a time) need about 600 ms.
-	slow := newSlowSliceServer(t, 100*time.Millisecond)
-	westKube, err := kubernetes.NewForConfig(&rest.Config{Host: slow.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json", AcceptContentTypes: "application/json"}})
+	slow := newSlowObjectServer(t, slicesResource, 100*time.Millisecond)
+	westKube, err := kubernetes.NewForConfig(slow.jsonConfig())
 	require.NoError(t, err)
 	westMCS := mcsfake.NewSimpleClientset()
 	west := &members.Member{ID: "west", Kube: westKube, MCS: westMCS, Importing: true}
@@ -579,51 +580,72 @@ func TestUnfinishedPartGoesOnInTheNextPass(t *testing.T) {
 	assert.NoError(t, err, "the import, once its slices are all there")
 }
 
-// slowSliceServer serves EndpointSlice creates and gets in one namespace,
-// each create answered after delay.
-type slowSliceServer struct {
+// slowObjectServer serves one resource's creates, gets and updates (of
+// the object or its status) over HTTP, in JSON, each create answered
+// after delay and applied even when its client has gone.
+type slowObjectServer struct {
 	*httptest.Server
 	creates atomic.Int32
 	mu      sync.Mutex
-	slices  map[string][]byte
+	objects map[string][]byte // by the object's path
 }
 
-func newSlowSliceServer(t *testing.T, delay time.Duration) *slowSliceServer {
-	s := &slowSliceServer{slices: map[string][]byte{}}
+func newSlowObjectServer(t *testing.T, gr schema.GroupResource, delay time.Duration) *slowObjectServer {
+	s := &slowObjectServer{objects: map[string][]byte{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		name := path.Base(r.URL.Path)
-		s.mu.Lock()
-		cur, exists := s.slices[name]
-		s.mu.Unlock()
-		switch r.Method {
-		case http.MethodPost:
-			s.creates.Add(1)
-			var es discoveryv1.EndpointSlice
-			if err := json.NewDecoder(r.Body).Decode(&es); err != nil {
+		var obj map[string]any
+		if r.Method == http.MethodPost || r.Method == http.MethodPut {
+			if err := json.NewDecoder(r.Body).Decode(&obj); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
+		}
+		at := strings.TrimSuffix(r.URL.Path, "/status")
+		switch r.Method {
+		case http.MethodPost:
+			s.creates.Add(1)
+			md, _ := obj["metadata"].(map[string]any)
+			name, _ := md["name"].(string)
+			at = path.Join(at, name)
 			time.Sleep(delay) // applied even if the client has gone
 			s.mu.Lock()
-			_, exists = s.slices[es.Name]
+			_, exists := s.objects[at]
+			var b []byte
 			if !exists {
-				es.ResourceVersion, es.UID = strconv.Itoa(len(s.slices)+1), types.UID("uid-"+es.Name)
-				b, _ := json.Marshal(&es)
-				s.slices[es.Name], cur = b, b
+				md["resourceVersion"], md["uid"] = strconv.Itoa(len(s.objects)+1), "uid-"+name
+				b, _ = json.Marshal(obj)
+				s.objects[at] = b
 			}
 			s.mu.Unlock()
 			if exists {
 				w.WriteHeader(http.StatusConflict)
-				_ = json.NewEncoder(w).Encode(apierrors.NewAlreadyExists(slicesResource, es.Name).Status())
+				_ = json.NewEncoder(w).Encode(apierrors.NewAlreadyExists(gr, name).Status())
 				return
 			}
 			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write(cur)
-		case http.MethodGet:
+			_, _ = w.Write(b)
+		case http.MethodPut:
+			b, _ := json.Marshal(obj)
+			s.mu.Lock()
+			_, exists := s.objects[at]
+			if exists {
+				s.objects[at] = b
+			}
+			s.mu.Unlock()
 			if !exists {
 				w.WriteHeader(http.StatusNotFound)
-				_ = json.NewEncoder(w).Encode(apierrors.NewNotFound(slicesResource, name).Status())
+				_ = json.NewEncoder(w).Encode(apierrors.NewNotFound(gr, path.Base(at)).Status())
+				return
+			}
+			_, _ = w.Write(b)
+		case http.MethodGet:
+			s.mu.Lock()
+			cur, exists := s.objects[at]
+			s.mu.Unlock()
+			if !exists {
+				w.WriteHeader(http.StatusNotFound)
+				_ = json.NewEncoder(w).Encode(apierrors.NewNotFound(gr, path.Base(at)).Status())
 				return
 			}
 			_, _ = w.Write(cur)
@@ -635,10 +657,63 @@ func newSlowSliceServer(t *testing.T, delay time.Duration) *slowSliceServer {
 	return s
 }
 
-func (s *slowSliceServer) stored() int {
+func (s *slowObjectServer) stored() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.slices)
+	return len(s.objects)
+}
+
+// jsonConfig reaches s in JSON.
+func (s *slowObjectServer) jsonConfig() *rest.Config {
+	return &rest.Config{Host: s.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json", AcceptContentTypes: "application/json"}}
+}
+
+// A part whose time runs out while its import is being created, its
+// slices having just been written, is unfinished, not failed: the
+// create is let finish (cut short, the API server may apply it all the
+// same), and the next pass writes what is left.
+func TestImportCreateAtThePartsDeadlineIsUnfinished(t *testing.T) {
+	old := memberTimeout
+	memberTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { memberTimeout = old })
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	source := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-a", Labels: map[string]string{
+			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	east := &members.Member{ID: "east", Kube: fake.NewClientset(), MCS: mcsfake.NewSimpleClientset(export)}
+	east.UseFixedCaches(ns, export, svc, source)
+	// West answers: its slice create at once, its import's create in
+	// 600 ms, past the part's 300.
+	slices := newSlowObjectServer(t, slicesResource, 0)
+	imports := newSlowObjectServer(t, schema.GroupResource{Group: mcsv1beta1.GroupName, Resource: "serviceimports"}, 600*time.Millisecond)
+	westKube, err := kubernetes.NewForConfig(slices.jsonConfig())
+	require.NoError(t, err)
+	westMCS, err := mcsclient.NewForConfig(imports.jsonConfig())
+	require.NoError(t, err)
+	west := &members.Member{ID: "west", Kube: westKube, MCS: westMCS, Importing: true}
+	west.UseFixedCaches(ns)
+	c := New(Options{Members: members.Static{east, west}})
+	t.Cleanup(c.ShutDown)
+
+	err = c.Reconcile(t.Context(), "ns/web")
+	require.Error(t, err, "the import's status is not written yet")
+	require.True(t, onlyUnfinished(err), "not a failure: %v", err)
+	assert.Equal(t, 1, imports.stored(), "the import's create was let finish")
+	assert.Equal(t, 1, slices.stored())
+
+	require.NoError(t, c.Reconcile(t.Context(), "ns/web"), "the next pass writes what is left")
+	assert.Equal(t, 1, int(imports.creates.Load()), "the import created once")
+	si, err := westMCS.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, si.Status.Clusters, "its status written")
 }
 
 func TestOnlyUnfinished(t *testing.T) {

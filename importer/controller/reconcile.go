@@ -17,6 +17,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
+	"github.com/mcs-dns/mcs-dns/importer/write"
 	"github.com/mcs-dns/mcs-dns/internal/policy"
 )
 
@@ -187,6 +188,41 @@ var memberTimeout = 20 * time.Second // a variable for tests
 // errUnfinished: a member's part ran out of time while it was writing,
 // and answering. Not a failure: the key is queued again at once.
 var errUnfinished = errors.New("member's part not finished in time; continued in the next pass")
+
+// partOver reports whether ctx, a member's part, has run out of its
+// time (rather than been canceled: the importer stopping).
+func partOver(ctx context.Context) bool {
+	return errors.Is(ctx.Err(), context.DeadlineExceeded)
+}
+
+// letFinish returns a context for the requests of a member's part (ctx)
+// whose deadline does not cut them short: a step begun in time is let
+// finish, since a request cut short may be applied by the API server all
+// the same, and the next pass would send it again; a part stops between
+// steps (partOver). Its deadline is ctx's plus write.RequestTimeout, a
+// request's own bound; canceling ctx stops it at once. Call the returned
+// function when the part is done.
+func letFinish(ctx context.Context) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctx)
+	var (
+		wctx context.Context
+		stop context.CancelFunc
+	)
+	if d, ok := ctx.Deadline(); ok {
+		wctx, stop = context.WithDeadline(base, d.Add(write.RequestTimeout))
+	} else {
+		wctx, stop = context.WithCancel(base)
+	}
+	unregister := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			stop()
+		}
+	})
+	return wctx, func() {
+		unregister()
+		stop()
+	}
+}
 
 // onlyUnfinished reports whether err is made of errUnfinished alone
 // (however wrapped and joined).
