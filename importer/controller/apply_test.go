@@ -435,11 +435,7 @@ func TestTypeDecidedOnTheLiveImport(t *testing.T) {
 // blocks until the second's has been made, which a reconcile writing the
 // members in turn never does (the first would time out).
 func TestSlowMemberDelaysOnlyItself(t *testing.T) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
-	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	ns, export, svc := webExport()
 	slow, fast := mcsfake.NewSimpleClientset(), mcsfake.NewSimpleClientset()
 	fastCreated := make(chan struct{})
 	var once sync.Once
@@ -478,21 +474,11 @@ func TestSlowMemberDelaysOnlyItself(t *testing.T) {
 // out their own timeout (a service every member exports has a slice per
 // exporter), and what is not written is left for the retry.
 func TestTimedOutSliceWriteStopsMembersPart(t *testing.T) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
-	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	ns, export, svc := webExport()
 	objs := []runtime.Object{ns, export, svc}
 	const sources = 12
 	for i := range sources {
-		objs = append(objs, &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%02d", i), Labels: map[string]string{
-				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.0.%d", i+1)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		})
+		objs = append(objs, webSource(fmt.Sprintf("web-%02d", i), fmt.Sprintf("10.1.0.%d", i+1)))
 	}
 	east := &members.Member{ID: "east", Kube: fake.NewClientset(), MCS: mcsfake.NewSimpleClientset(export), Importing: true}
 	east.UseFixedCaches(objs...)
@@ -529,21 +515,11 @@ func TestUnfinishedPartGoesOnInTheNextPass(t *testing.T) {
 	old := memberTimeout
 	memberTimeout = 600 * time.Millisecond
 	t.Cleanup(func() { memberTimeout = old })
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
-	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	ns, export, svc := webExport()
 	objs := []runtime.Object{ns, export, svc}
 	const sources = 24
 	for i := range sources {
-		objs = append(objs, &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%02d", i), Labels: map[string]string{
-				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.0.%d", i+1)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		})
+		objs = append(objs, webSource(fmt.Sprintf("web-%02d", i), fmt.Sprintf("10.1.0.%d", i+1)))
 	}
 	east := &members.Member{ID: "east", Kube: fake.NewClientset(), MCS: mcsfake.NewSimpleClientset(export)}
 	east.UseFixedCaches(objs...)
@@ -676,18 +652,8 @@ func TestImportCreateAtThePartsDeadlineIsUnfinished(t *testing.T) {
 	old := memberTimeout
 	memberTimeout = 300 * time.Millisecond
 	t.Cleanup(func() { memberTimeout = old })
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
-	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
-	source := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-a", Labels: map[string]string{
-			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
+	ns, export, svc := webExport()
+	source := webSource("web-a", "10.1.0.1")
 	east := &members.Member{ID: "east", Kube: fake.NewClientset(), MCS: mcsfake.NewSimpleClientset(export)}
 	east.UseFixedCaches(ns, export, svc, source)
 	// West answers: its slice create at once, its import's create in
@@ -734,13 +700,7 @@ func TestNoWriteSentTwice(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
 			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
-	source := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-a", Labels: map[string]string{
-			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
+	source := webSource("web-a", "10.1.0.1")
 	eastKube, eastMCS := fake.NewClientset(), mcsfake.NewSimpleClientset(export)
 	westKube, westMCS := fake.NewClientset(), mcsfake.NewSimpleClientset()
 	east := &members.Member{ID: "east", Kube: eastKube, MCS: eastMCS, Importing: true, ExportConditions: true}
@@ -802,18 +762,8 @@ func stampResourceVersions(fs ...*k8stesting.Fake) {
 // 0 it waited behind every serve pass and full pass queued, minutes at
 // 40 members.)
 func TestFailedFullPassRetriedAsServe(t *testing.T) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
-	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
-	source := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-a", Labels: map[string]string{
-			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
+	ns, export, svc := webExport()
+	source := webSource("web-a", "10.1.0.1")
 	east := &members.Member{ID: "east", Kube: fake.NewClientset(), MCS: mcsfake.NewSimpleClientset(export)}
 	east.UseFixedCaches(ns, export, svc, source)
 	westKube := fake.NewClientset()
@@ -852,4 +802,27 @@ func TestFailedFullPassRetriedAsServe(t *testing.T) {
 	assert.Equal(t, []string{"ns/web", "ns/web"}, order, "the failed pass retried first")
 	_, err := west.MCS.MulticlusterV1beta1().ServiceImports("ns").Get(t.Context(), "web", metav1.GetOptions{})
 	assert.NoError(t, err, "and the import written")
+}
+
+// webExport returns what a member holds of an exported ClusterIP
+// Service ns/web: its namespace, its export and the Service.
+func webExport() (*corev1.Namespace, *mcsv1beta1.ServiceExport, *corev1.Service) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", CreationTimestamp: metav1.Now()}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1",
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	return ns, export, svc
+}
+
+// webSource is a source EndpointSlice of ns/web with one ready endpoint
+// at addr.
+func webSource(name, addr string) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{
+			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
 }
