@@ -595,8 +595,7 @@ func newSlowObjectServer(t *testing.T, gr schema.GroupResource, delay time.Durat
 			}
 			s.mu.Unlock()
 			if exists {
-				w.WriteHeader(http.StatusConflict)
-				_ = json.NewEncoder(w).Encode(apierrors.NewAlreadyExists(gr, name).Status())
+				answerStatus(w, apierrors.NewAlreadyExists(gr, name))
 				return
 			}
 			w.WriteHeader(http.StatusCreated)
@@ -610,8 +609,7 @@ func newSlowObjectServer(t *testing.T, gr schema.GroupResource, delay time.Durat
 			}
 			s.mu.Unlock()
 			if !exists {
-				w.WriteHeader(http.StatusNotFound)
-				_ = json.NewEncoder(w).Encode(apierrors.NewNotFound(gr, path.Base(at)).Status())
+				answerStatus(w, apierrors.NewNotFound(gr, path.Base(at)))
 				return
 			}
 			_, _ = w.Write(b)
@@ -620,8 +618,7 @@ func newSlowObjectServer(t *testing.T, gr schema.GroupResource, delay time.Durat
 			cur, exists := s.objects[at]
 			s.mu.Unlock()
 			if !exists {
-				w.WriteHeader(http.StatusNotFound)
-				_ = json.NewEncoder(w).Encode(apierrors.NewNotFound(gr, path.Base(at)).Status())
+				answerStatus(w, apierrors.NewNotFound(gr, path.Base(at)))
 				return
 			}
 			_, _ = w.Write(cur)
@@ -631,6 +628,12 @@ func newSlowObjectServer(t *testing.T, gr schema.GroupResource, delay time.Durat
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// answerStatus answers with err's code and Status, as an API server does.
+func answerStatus(w http.ResponseWriter, err *apierrors.StatusError) {
+	w.WriteHeader(int(err.Status().Code))
+	_ = json.NewEncoder(w).Encode(err.Status())
 }
 
 func (s *slowObjectServer) stored() int {
