@@ -65,6 +65,7 @@ type Options struct {
 	MemberScale        string
 	MemberScaleTimeout time.Duration
 	MemberChurnRate    float64
+	MemberChurnWrites  float64
 	MemberChurn        time.Duration
 	MemberIdle         time.Duration
 	MemberSlowDelay    time.Duration
@@ -129,8 +130,9 @@ func main() {
 	flag.StringVar(&o.MemberScale, "member-scale", "3,10,20", "members: comma-separated clusterset sizes (each member its own API server, all on this machine)")
 	flag.DurationVar(&o.MemberScaleTimeout, "member-scale-timeout", 15*time.Minute, "members: how long cold convergence may take at one size")
 	flag.Float64Var(&o.MemberChurnRate, "member-churn-rate", 5, "members: endpoint changes per second during the churn")
+	flag.Float64Var(&o.MemberChurnWrites, "member-churn-writes", 100, "members: the most mirrored-slice writes a second the churn asks of the clusterset (a change is one write per member): at more members the churn rate is lowered to this over the members (0: no bound)")
 	flag.DurationVar(&o.MemberChurn, "member-churn", time.Minute, "members: length of the churn")
-	flag.DurationVar(&o.MemberIdle, "member-idle", 30*time.Second, "members: window for the importer's idle CPU")
+	flag.DurationVar(&o.MemberIdle, "member-idle", 2*time.Minute, "members: window for the importer's idle CPU (the access check and the runtime's forced collection run every 2 minutes: a shorter window holds them or not)")
 	flag.DurationVar(&o.MemberSlowDelay, "member-slow-delay", 100*time.Millisecond, "members: the churn again with the last member behind a proxy delaying each way by this much (0: skip)")
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
 	flag.StringVar(&o.ExportType, "export-type", "headless", "importer: type of the exported Services, headless (answered: A = the endpoint's IP) or clustersetip (answered: NOERROR, since the importer may assign no VIP)")

@@ -64,6 +64,7 @@ type MemberScaleResult struct {
 	Watches         int     `json:"watches"`
 	IdleCPUSeconds  float64 `json:"idle_cpu_seconds"`
 	IdleSeconds     float64 `json:"idle_seconds"`
+	ChurnRate       float64 `json:"churn_changes_per_second"`
 	ChurnChanges    int     `json:"churn_changes"`
 	ChurnUnseen     int     `json:"churn_unseen"`
 	ChurnP50Ms      float64 `json:"churn_p50_ms"`
@@ -263,17 +264,30 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	}
 	var profiles sync.WaitGroup
 	defer profiles.Wait()
+	// The cold start's CPU profile: consecutive 10 s profiles from the
+	// importer's start until it has converged (the last one ends up to
+	// 10 s after), each file its own; pprof given them all merges them.
+	converged := make(chan struct{})
+	var coldProfiles sync.WaitGroup
 	if b.Opt.Profile {
-		// The first 20 s of the cold start (the importer needs a moment to
-		// serve it).
-		profiles.Go(func() {
-			for range 50 {
-				if err := fetch(ctx, pprofURL+"profile?seconds=20", profPath("cold-cpu")); err == nil {
-					b.addProfile(fmt.Sprintf("importer@%d members", m), profPath("cold-cpu"))
-					return
+		coldProfiles.Go(func() {
+			for i := 1; ; i++ {
+				path := profPath(fmt.Sprintf("cold-cpu-%d", i))
+				// The importer needs a moment to serve the first one.
+				for range 50 {
+					err := fetch(ctx, pprofURL+"profile?seconds=10", path)
+					if err == nil {
+						b.addProfile(fmt.Sprintf("importer@%d members", m), path)
+						break
+					}
+					if i > 1 || waitCtx(ctx, 100*time.Millisecond) != nil {
+						return
+					}
 				}
-				if waitCtx(ctx, 100*time.Millisecond) != nil {
+				select {
+				case <-converged:
 					return
+				default:
 				}
 			}
 		})
@@ -301,6 +315,7 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	}
 	r.ColdSeconds = time.Since(start).Seconds()
 	r.CPUSeconds, _ = procCPUSeconds(pid)
+	close(converged)
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	r.ImporterWrites, _, _ = importerCounters(ctx, metricsURL)
 	if after, err := writeCounts(ctx, set); err == nil {
@@ -311,10 +326,12 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	}
 	logf("member scale %d: converged in %.1f s; %d importer writes, %d API writes; CPU %.1f s; %d watches", m, r.ColdSeconds, r.ImporterWrites, r.APIWrites, r.CPUSeconds, r.Watches)
 
-	// Let the statuses settle before the churn.
+	// Let the statuses settle before the churn, and the last cold-start
+	// profile end (one CPU profile at a time).
 	if _, _, err := waitImporterQuiet(ctx, metricsURL, 3*time.Second, 5*time.Minute); err != nil {
 		logf("member scale %d: %v", m, err)
 	}
+	coldProfiles.Wait()
 
 	// Churn: one endpoint address changed at a time in a random member's
 	// export, at a steady rate; each change timed from its update's
@@ -330,8 +347,9 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 		})
 	}
 	rng := rand.New(rand.NewPCG(uint64(m), 20261206))
-	n := int(b.Opt.MemberChurnRate * b.Opt.MemberChurn.Seconds())
-	if err := b.churn(ctx, loaders, churn, n, 0, func() int { return rng.IntN(m) }); err != nil {
+	r.ChurnRate = b.churnRate(m)
+	n := int(r.ChurnRate * b.Opt.MemberChurn.Seconds())
+	if err := b.churn(ctx, loaders, churn, n, 0, r.ChurnRate, func() int { return rng.IntN(m) }); err != nil {
 		return err
 	}
 	lat, unseen := churn.wait(ctx, 30*time.Second)

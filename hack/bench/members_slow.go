@@ -39,13 +39,26 @@ type SlowMemberResult struct {
 	Unseen    int     `json:"unseen"`
 }
 
-// churn makes n endpoint changes at MemberChurnRate, each one address of
+// churnRate is the churn's changes per second at m members:
+// MemberChurnRate, lowered where that would ask more than
+// MemberChurnWrites mirrored-slice writes a second of the clusterset
+// (each change is one write into every member). Above the API servers'
+// write capacity the backlog, not the importer, sets the latency.
+func (b *Bench) churnRate(m int) float64 {
+	r := b.Opt.MemberChurnRate
+	if w := b.Opt.MemberChurnWrites; w > 0 && r*float64(m) > w {
+		r = w / float64(m)
+	}
+	return r
+}
+
+// churn makes n endpoint changes at rate a second, each one address of
 // a source slice of member pick() set to a new address (numbered from
 // offset, so that runs do not reuse one), and tells churn when each was
 // acknowledged.
-func (b *Bench) churn(ctx context.Context, loaders []*Loader, churn *churnSeen, n, offset int, pick func() int) error {
+func (b *Bench) churn(ctx context.Context, loaders []*Loader, churn *churnSeen, n, offset int, rate float64, pick func() int) error {
 	rng := rand.New(rand.NewPCG(uint64(n), uint64(offset)))
-	tick := time.Duration(float64(time.Second) / b.Opt.MemberChurnRate)
+	tick := time.Duration(float64(time.Second) / rate)
 	next := time.Now()
 	for k := offset; k < offset+n; k++ {
 		next = next.Add(tick)
@@ -113,8 +126,9 @@ func (b *Bench) slowMember(ctx context.Context, st *stack.Stack, loaders []*Load
 		return r, err
 	}
 	churn.reset()
-	n := int(b.Opt.MemberChurnRate * b.Opt.MemberChurn.Seconds())
-	if err := b.churn(ctx, loaders, churn, n, 2*n, func() int { return rng.IntN(m - 1) }); err != nil {
+	rate := b.churnRate(m)
+	n := int(rate * b.Opt.MemberChurn.Seconds())
+	if err := b.churn(ctx, loaders, churn, n, 2*n, rate, func() int { return rng.IntN(m - 1) }); err != nil {
 		return r, err
 	}
 	_, r.Unseen = churn.wait(ctx, 30*time.Second)
