@@ -39,8 +39,17 @@ const ownWritesTTL = 15 * time.Second
 type ownWrites struct {
 	mu      sync.Mutex
 	entries map[ownKey]ownEntry
-	now     func() time.Time
+	// createdSlices indexes the entries of mirrored slices written (not
+	// deleted) by the import they were made for (their service-name
+	// label), so that reading an import's slices (slices) finds the ones
+	// the cache has not seen yet without walking every entry: in a cold
+	// start under load a member's entries are thousands, read once per
+	// import per pass.
+	createdSlices map[importKey]map[string]struct{}
+	now           func() time.Time
 }
+
+type importKey struct{ namespace, name string }
 
 type ownKey struct {
 	kind      Kind
@@ -56,7 +65,50 @@ type ownEntry struct {
 }
 
 func newOwnWrites() *ownWrites {
-	return &ownWrites{entries: map[ownKey]ownEntry{}, now: time.Now}
+	return &ownWrites{entries: map[ownKey]ownEntry{}, createdSlices: map[importKey]map[string]struct{}{}, now: time.Now}
+}
+
+// put records e under k, and drop forgets k; both keep createdSlices in
+// step with entries. The caller holds mu.
+func (w *ownWrites) put(k ownKey, e ownEntry) {
+	w.drop(k)
+	w.entries[k] = e
+	if ik, ok := sliceImport(k, e); ok {
+		names := w.createdSlices[ik]
+		if names == nil {
+			names = map[string]struct{}{}
+			w.createdSlices[ik] = names
+		}
+		names[k.name] = struct{}{}
+	}
+}
+
+func (w *ownWrites) drop(k ownKey) {
+	e, ok := w.entries[k]
+	if !ok {
+		return
+	}
+	delete(w.entries, k)
+	if ik, ok := sliceImport(k, e); ok {
+		names := w.createdSlices[ik]
+		delete(names, k.name)
+		if len(names) == 0 {
+			delete(w.createdSlices, ik)
+		}
+	}
+}
+
+// sliceImport is the import a written (not deleted) mirrored slice's
+// entry belongs to.
+func sliceImport(k ownKey, e ownEntry) (importKey, bool) {
+	if k.kind != KindMirroredSlice || e.obj == nil {
+		return importKey{}, false
+	}
+	s, ok := e.obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return importKey{}, false
+	}
+	return importKey{k.namespace, s.Labels[mcsapi.LabelServiceName]}, true
 }
 
 // kindOf is the cache kind of an object this importer writes (ok false
@@ -92,14 +144,14 @@ func (w *ownWrites) wrote(obj runtime.Object) {
 	if e, ok := w.entries[k]; ok && e.obj != nil && newer(e.rv, a.GetResourceVersion()) {
 		return // a later write of ours is recorded already
 	}
-	w.entries[k] = ownEntry{obj: obj, uid: a.GetUID(), rv: a.GetResourceVersion(), written: w.now()}
+	w.put(k, ownEntry{obj: obj, uid: a.GetUID(), rv: a.GetResourceVersion(), written: w.now()})
 }
 
 // deleted records the deletion of the object of that kind, name and UID.
 func (w *ownWrites) deleted(kind Kind, namespace, name string, uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.entries[ownKey{kind, namespace, name}] = ownEntry{uid: uid, written: w.now()}
+	w.put(ownKey{kind, namespace, name}, ownEntry{uid: uid, written: w.now()})
 }
 
 // newer reports whether resourceVersion a is later than b; false when
@@ -126,16 +178,16 @@ func (w *ownWrites) seen(kind Kind, a metav1.Object, deleted bool) (echo bool) {
 	case e.obj == nil:
 		// Our deletion: done once the cache loses that object.
 		if deleted && a.GetUID() == e.uid {
-			delete(w.entries, k)
+			w.drop(k)
 			return true
 		}
 	case deleted:
 		// Someone deleted it after our write (the cache had it).
 		if a.GetUID() == e.uid {
-			delete(w.entries, k)
+			w.drop(k)
 		}
 	case !newer(e.rv, a.GetResourceVersion()):
-		delete(w.entries, k) // the cache shows our write, or later
+		w.drop(k) // the cache shows our write, or later
 		return e.rv == a.GetResourceVersion()
 	}
 	return false
@@ -152,7 +204,7 @@ func (w *ownWrites) resolve(kind Kind, namespace, name string, cached metav1.Obj
 		return nil, false
 	}
 	if w.now().Sub(e.written) > ownWritesTTL {
-		delete(w.entries, k)
+		w.drop(k)
 		return nil, false
 	}
 	if e.obj == nil {
@@ -162,7 +214,7 @@ func (w *ownWrites) resolve(kind Kind, namespace, name string, cached metav1.Obj
 		return nil, false
 	}
 	if cached != nil && !newer(e.rv, cached.GetResourceVersion()) {
-		delete(w.entries, k)
+		w.drop(k)
 		return nil, false
 	}
 	return e.obj, true
@@ -216,12 +268,9 @@ func (w *ownWrites) slices(namespace, svc string, cached []*discoveryv1.Endpoint
 	}
 	w.mu.Lock()
 	var created []ownKey
-	for k, e := range w.entries {
-		if k.kind != KindMirroredSlice || k.namespace != namespace || inCache[k.name] || e.obj == nil {
-			continue
-		}
-		if s, ok := e.obj.(*discoveryv1.EndpointSlice); ok && s.Labels[mcsapi.LabelServiceName] == svc {
-			created = append(created, k)
+	for name := range w.createdSlices[importKey{namespace, svc}] {
+		if !inCache[name] {
+			created = append(created, ownKey{KindMirroredSlice, namespace, name})
 		}
 	}
 	w.mu.Unlock()

@@ -1,6 +1,7 @@
 package members
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -131,7 +132,42 @@ func TestOwnWrites(t *testing.T) {
 		}
 		// Our writes are recorded slim: compared by name and version.
 		assert.ElementsMatch(t, nameRV([]*discoveryv1.EndpointSlice{kept, newer, created}), nameRV(got))
+		assert.Equal(t, []string{"other@8"}, nameRV(w.slices("ns", "db", nil)), "another import's")
+
+		// The index of created slices follows the entries as they go:
+		// seen by the cache, replaced by a deletion, expired.
+		w.seen(KindMirroredSlice, created, false)
+		assert.ElementsMatch(t, nameRV([]*discoveryv1.EndpointSlice{kept, newer}), nameRV(w.slices("ns", "web", []*discoveryv1.EndpointSlice{kept, updated})))
+		w.deleted(KindMirroredSlice, "ns", "updated", "updated")
+		assert.Equal(t, map[importKey]map[string]struct{}{{"ns", "db"}: {"other": {}}}, w.createdSlices)
+		now := time.Now().Add(ownWritesTTL + time.Second)
+		w.now = func() time.Time { return now }
+		assert.Empty(t, w.slices("ns", "db", nil), "expired")
+		assert.Empty(t, w.createdSlices)
 	})
+}
+
+// Reading an import's slices costs the same however many other writes of
+// the member are recorded (a cold start under load records thousands).
+func BenchmarkOwnWritesSlices(b *testing.B) {
+	for _, others := range []int{0, 10000} {
+		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
+			w := newOwnWrites()
+			for i := range others {
+				s := ownSlice(fmt.Sprintf("s%d", i), "5")
+				s.Labels[mcsapi.LabelServiceName] = fmt.Sprintf("svc%d", i%500)
+				w.wrote(s)
+			}
+			w.wrote(ownSlice("web-new", "7"))
+			cached := []*discoveryv1.EndpointSlice{ownSlice("web-a", "3"), ownSlice("web-b", "3")}
+			b.ReportAllocs()
+			for b.Loop() {
+				if len(w.slices("ns", "web", cached)) != 3 {
+					b.Fatal("want the two cached slices and the created one")
+				}
+			}
+		})
+	}
 }
 
 // Mirrored slices are held slim, by the informers' transform and by the
