@@ -130,17 +130,14 @@ func (m *Member) VersionsChanged(timeout time.Duration) string {
 	if err != nil {
 		return ""
 	}
+	served, err := mcsapi.ServedVersions(dc, mcsapi.ServiceExports, mcsapi.ServiceImports)
+	if err != nil {
+		return "" // cannot tell now; asked again later
+	}
 	var changes []string
-	for _, r := range []struct{ resource, had string }{
-		{mcsapi.ServiceExports, m.ExportVersion},
-		{mcsapi.ServiceImports, m.ImportVersion},
-	} {
-		gvr, err := mcsapi.ServedVersion(dc, r.resource)
-		if err != nil {
-			return "" // cannot tell now; asked again later
-		}
-		if gvr.Version != r.had {
-			changes = append(changes, fmt.Sprintf("%s served at %s, was %s", r.resource, gvr.Version, r.had))
+	for i, had := range []string{m.ExportVersion, m.ImportVersion} {
+		if gvr := served[i]; gvr.Version != had {
+			changes = append(changes, fmt.Sprintf("%s served at %s, was %s", gvr.Resource, gvr.Version, had))
 		}
 	}
 	return strings.Join(changes, "; ")

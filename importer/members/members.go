@@ -144,15 +144,11 @@ func (m *Member) discover(ctx context.Context, dc discovery.DiscoveryInterface) 
 	if m.ID, m.IDSource, err = memberconn.MemberClusterID(ctx, m.Dynamic, m.Context); err != nil {
 		return err
 	}
-	gvr, err := mcsapi.ServedVersion(dc, mcsapi.ServiceExports)
+	gvrs, err := mcsapi.ServedVersions(dc, mcsapi.ServiceExports, mcsapi.ServiceImports)
 	if err != nil {
 		return err
 	}
-	m.ExportVersion = gvr.Version
-	if gvr, err = mcsapi.ServedVersion(dc, mcsapi.ServiceImports); err != nil {
-		return err
-	}
-	m.ImportVersion = gvr.Version
+	m.ExportVersion, m.ImportVersion = gvrs[0].Version, gvrs[1].Version
 	// A CRD's OpenAPI v3 document is published a moment after the CRD is
 	// served: retry for a while before keeping all fields (a member with
 	// older CRDs would then refuse or drop what it is asked for).

@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 )
@@ -90,10 +91,46 @@ var ErrNotServed = errors.New("is not served")
 // v1beta1 where served, else v1alpha1. Older clusters (mcs-api <= v0.4)
 // serve only v1alpha1.
 func ServedVersion(dc discovery.DiscoveryInterface, resource string) (schema.GroupVersionResource, error) {
+	gvrs, err := ServedVersions(dc, resource)
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	return gvrs[0], nil
+}
+
+// ServedVersions is ServedVersion of each resource, in order, asking the
+// cluster about each version once: ServiceExports and ServiceImports are
+// one group, so both are usually answered by one request.
+func ServedVersions(dc discovery.DiscoveryInterface, resources ...string) ([]schema.GroupVersionResource, error) {
+	type answer struct {
+		list *metav1.APIResourceList
+		err  error
+	}
+	asked := map[string]answer{}
+	ask := func(gv string) (*metav1.APIResourceList, error) {
+		a, ok := asked[gv]
+		if !ok {
+			a.list, a.err = dc.ServerResourcesForGroupVersion(gv)
+			asked[gv] = a
+		}
+		return a.list, a.err
+	}
+	out := make([]schema.GroupVersionResource, 0, len(resources))
+	for _, resource := range resources {
+		gvr, err := servedVersion(ask, resource)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, gvr)
+	}
+	return out, nil
+}
+
+func servedVersion(ask func(gv string) (*metav1.APIResourceList, error), resource string) (schema.GroupVersionResource, error) {
 	var errs []error
 	for _, v := range PreferredVersions {
 		gv := schema.GroupVersion{Group: Group, Version: v}
-		list, err := dc.ServerResourcesForGroupVersion(gv.String())
+		list, err := ask(gv.String())
 		if apierrors.IsNotFound(err) {
 			continue // that version is not served
 		}
