@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/pprof/profile"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -266,23 +269,27 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	defer profiles.Wait()
 	// The cold start's CPU profile: consecutive 10 s profiles from the
 	// importer's start until it has converged (the last one ends up to
-	// 10 s after), each file its own; pprof given them all merges them.
+	// 10 s after), merged into one.
 	converged := make(chan struct{})
 	var coldProfiles sync.WaitGroup
 	if b.Opt.Profile {
 		coldProfiles.Go(func() {
+			var chunks []string
+			defer func() {
+				if err := mergeProfiles(profPath("cold-cpu"), chunks); err != nil {
+					logf("member scale %d: cold-start CPU profile: %v", m, err)
+					return
+				}
+				b.addProfile(fmt.Sprintf("importer@%d members", m), profPath("cold-cpu"))
+			}()
 			for i := 1; ; i++ {
 				path := profPath(fmt.Sprintf("cold-cpu-%d", i))
-				// The importer needs a moment to serve the first one.
-				for range 50 {
-					err := fetch(ctx, pprofURL+"profile?seconds=10", path)
-					if err == nil {
-						b.addProfile(fmt.Sprintf("importer@%d members", m), path)
-						break
-					}
-					if i > 1 || waitCtx(ctx, 100*time.Millisecond) != nil {
-						return
-					}
+				if err := fetch(ctx, pprofURL+"profile?seconds=10", path); err == nil {
+					chunks = append(chunks, path)
+				} else if imp.Exited() || waitCtx(ctx, 100*time.Millisecond) != nil {
+					// Not served yet (the importer needs a moment), or
+					// too busy to answer: asked again. Gone: the end.
+					return
 				}
 				select {
 				case <-converged:
@@ -406,6 +413,46 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	if err := scaleFloor(ctx, set, loaders, r); err != nil {
 		r.FloorNotDone = err.Error()
 		logf("member scale %d floor: %v", m, err)
+	}
+	return nil
+}
+
+// mergeProfiles writes the profiles in paths merged into one file at
+// out, and removes them.
+func mergeProfiles(out string, paths []string) error {
+	if len(paths) == 0 {
+		return errors.New("no profile taken")
+	}
+	var ps []*profile.Profile
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		p, err := profile.Parse(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		ps = append(ps, p)
+	}
+	merged, err := profile.Merge(ps)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if err := merged.Write(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, path := range paths {
+		_ = os.Remove(path)
 	}
 	return nil
 }
