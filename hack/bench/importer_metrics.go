@@ -5,10 +5,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 )
@@ -142,4 +147,77 @@ func label(labels, name string) string {
 		return ""
 	}
 	return rest[:j]
+}
+
+// histogram is a Prometheus histogram summed over its label sets:
+// cumulative counts by upper bound, ascending.
+type histogram struct {
+	upper []float64
+	count []float64
+	total float64 // all observations, those past the last bound too
+}
+
+// importerHistogram reads histogram name (summed over its labels) from
+// the importer's /metrics.
+func importerHistogram(ctx context.Context, url, name string) (histogram, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return histogram{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return histogram{}, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return histogram{}, err
+	}
+	f, ok := fams[name]
+	if !ok {
+		return histogram{}, fmt.Errorf("no %s", name)
+	}
+	sum := map[float64]float64{}
+	var h histogram
+	for _, m := range f.Metric {
+		h.total += float64(m.GetHistogram().GetSampleCount())
+		for _, b := range m.GetHistogram().GetBucket() {
+			sum[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+		}
+	}
+	for ub := range sum {
+		h.upper = append(h.upper, ub)
+	}
+	slices.Sort(h.upper)
+	for _, ub := range h.upper {
+		h.count = append(h.count, sum[ub])
+	}
+	return h, nil
+}
+
+// since is h less what before counted (the same buckets).
+func (h histogram) since(before histogram) histogram {
+	out := histogram{upper: h.upper, count: slices.Clone(h.count), total: h.total - before.total}
+	for i := range out.count {
+		if i < len(before.count) && before.upper[i] == h.upper[i] {
+			out.count[i] -= before.count[i]
+		}
+	}
+	return out
+}
+
+// quantileBound is the upper bound of the bucket holding quantile q (the
+// histogram tells no more than that): -1 past the last bound, 0 when
+// nothing was counted.
+func (h histogram) quantileBound(q float64) float64 {
+	if h.total == 0 {
+		return 0
+	}
+	for i, c := range h.count {
+		if c >= q*h.total && !math.IsInf(h.upper[i], 1) {
+			return h.upper[i]
+		}
+	}
+	return -1
 }

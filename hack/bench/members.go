@@ -74,6 +74,13 @@ type MemberScaleResult struct {
 	ChurnP99Ms      float64 `json:"churn_p99_ms"`
 	ChurnMaxMs      float64 `json:"churn_max_ms"`
 	ChurnWrites     int64   `json:"churn_writes"`
+	// ChurnImporterP50Ms, ChurnImporterP99Ms: the importer's own part of
+	// the churn's changes (mcs_importer_propagation_seconds: from its
+	// seeing a change to its last write carrying it), as the upper bound
+	// of the histogram bucket holding each (-1: past the last bound).
+	ChurnImporterP50Ms float64 `json:"churn_importer_p50_ms_bound"`
+	ChurnImporterP99Ms float64 `json:"churn_importer_p99_ms_bound"`
+	ChurnImporterCount float64 `json:"churn_importer_changes"`
 	ChurnCPUSeconds float64 `json:"churn_cpu_seconds"`
 	FloorSeconds    float64 `json:"floor_seconds"`
 	FloorWrites     int64   `json:"floor_writes"`
@@ -345,6 +352,7 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	// acknowledgement to the last member's mirrored slice showing it.
 	cpu0, _ := procCPUSeconds(pid)
 	w0, _, _ := importerCounters(ctx, metricsURL)
+	prop0, propErr := importerHistogram(ctx, metricsURL, "mcs_importer_propagation_seconds")
 	if b.Opt.Profile {
 		secs := max(1, int(b.Opt.MemberChurn.Seconds()))
 		profiles.Go(func() {
@@ -366,6 +374,12 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	cpu1, _ := procCPUSeconds(pid)
 	w1, _, _ := importerCounters(ctx, metricsURL)
 	r.ChurnCPUSeconds, r.ChurnWrites = cpu1-cpu0, w1-w0
+	if prop1, err := importerHistogram(ctx, metricsURL, "mcs_importer_propagation_seconds"); err == nil && propErr == nil {
+		d := prop1.since(prop0)
+		r.ChurnImporterCount = d.total
+		r.ChurnImporterP50Ms, r.ChurnImporterP99Ms = msBound(d.quantileBound(0.5)), msBound(d.quantileBound(0.99))
+		logf("member scale %d: the importer's part of the churn's changes (%.0f carried): p50 <= %.0f ms, p99 <= %.0f ms", m, d.total, r.ChurnImporterP50Ms, r.ChurnImporterP99Ms)
+	}
 	logf("member scale %d: %d changes, farthest member p50 %.0f ms p99 %.0f ms max %.0f ms, %d unseen; %d writes, CPU %.2f s", m, n, r.ChurnP50Ms, r.ChurnP99Ms, r.ChurnMaxMs, unseen, r.ChurnWrites, r.ChurnCPUSeconds)
 
 	// Idle: nothing changes.
@@ -415,6 +429,14 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 		logf("member scale %d floor: %v", m, err)
 	}
 	return nil
+}
+
+// msBound is a quantileBound in milliseconds (-1 stays -1).
+func msBound(seconds float64) float64 {
+	if seconds < 0 {
+		return -1
+	}
+	return 1000 * seconds
 }
 
 // mergeProfiles writes the profiles in paths merged into one file at
