@@ -60,20 +60,20 @@ type MemberScaleResult struct {
 	// ImporterWrites: mcs_importer_writes_total at convergence (every
 	// write it sent, refused ones too); APIWrites: what the API servers
 	// counted (leases excluded), per member and in all.
-	ImporterWrites  int64   `json:"importer_writes"`
-	APIWrites       int64   `json:"api_writes"`
-	CPUSeconds      float64 `json:"cpu_seconds_to_converge"`
-	PeakRSS         int64   `json:"peak_rss_bytes"`
-	Watches         int     `json:"watches"`
-	IdleCPUSeconds  float64 `json:"idle_cpu_seconds"`
-	IdleSeconds     float64 `json:"idle_seconds"`
-	ChurnRate       float64 `json:"churn_changes_per_second"`
-	ChurnChanges    int     `json:"churn_changes"`
-	ChurnUnseen     int     `json:"churn_unseen"`
-	ChurnP50Ms      float64 `json:"churn_p50_ms"`
-	ChurnP99Ms      float64 `json:"churn_p99_ms"`
-	ChurnMaxMs      float64 `json:"churn_max_ms"`
-	ChurnWrites     int64   `json:"churn_writes"`
+	ImporterWrites int64   `json:"importer_writes"`
+	APIWrites      int64   `json:"api_writes"`
+	CPUSeconds     float64 `json:"cpu_seconds_to_converge"`
+	PeakRSS        int64   `json:"peak_rss_bytes"`
+	Watches        int     `json:"watches"`
+	IdleCPUSeconds float64 `json:"idle_cpu_seconds"`
+	IdleSeconds    float64 `json:"idle_seconds"`
+	ChurnRate      float64 `json:"churn_changes_per_second"`
+	ChurnChanges   int     `json:"churn_changes"`
+	ChurnUnseen    int     `json:"churn_unseen"`
+	ChurnP50Ms     float64 `json:"churn_p50_ms"`
+	ChurnP99Ms     float64 `json:"churn_p99_ms"`
+	ChurnMaxMs     float64 `json:"churn_max_ms"`
+	ChurnWrites    int64   `json:"churn_writes"`
 	// ChurnImporterP50Ms, ChurnImporterP99Ms: the importer's own part of
 	// the churn's changes (mcs_importer_propagation_seconds: from its
 	// seeing a change to its last write carrying it), as the upper bound
@@ -81,10 +81,10 @@ type MemberScaleResult struct {
 	ChurnImporterP50Ms float64 `json:"churn_importer_p50_ms_bound"`
 	ChurnImporterP99Ms float64 `json:"churn_importer_p99_ms_bound"`
 	ChurnImporterCount float64 `json:"churn_importer_changes"`
-	ChurnCPUSeconds float64 `json:"churn_cpu_seconds"`
-	FloorSeconds    float64 `json:"floor_seconds"`
-	FloorWrites     int64   `json:"floor_writes"`
-	FloorWorkers    int     `json:"floor_workers"`
+	ChurnCPUSeconds    float64 `json:"churn_cpu_seconds"`
+	FloorSeconds       float64 `json:"floor_seconds"`
+	FloorWrites        int64   `json:"floor_writes"`
+	FloorWorkers       int     `json:"floor_workers"`
 	// FloorCPUSeconds: the bench process's own CPU while it wrote the
 	// floor (the same client code a controller has, deciding nothing).
 	FloorCPUSeconds float64 `json:"floor_cpu_seconds"`
