@@ -260,7 +260,7 @@ func (c *Controller) removeImport(ctx context.Context, v view, ns, name string, 
 	if cur != nil {
 		err := write.Delete(ctx, func(ctx context.Context, opts metav1.DeleteOptions) error {
 			return m.DeleteImport(ctx, ns, name, *opts.Preconditions.UID)
-		}, cur.UID, c.recorder(m, kindImport, ns, name))
+		}, cur.UID, c.recorder(m, kindImport, ns, name, name))
 		if err != nil {
 			c.failed(m, "delete ServiceImport")
 			errs = append(errs, err)
@@ -312,7 +312,7 @@ func (c *Controller) writeImport(ctx context.Context, m *members.Member, desired
 			upd.Spec = desired.Spec
 			return m.UpdateImport(ctx, upd)
 		},
-		Wrote: c.recorder(m, kindImport, ns, name),
+		Wrote: c.recorder(m, kindImport, ns, name, name),
 	}, cur)
 	switch {
 	case err != nil && got == nil:
@@ -361,7 +361,7 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *members.Member, d
 			upd.Status = want(si)
 			return m.UpdateImportStatus(ctx, upd)
 		},
-		Wrote: c.recorder(m, kindImportStatus, ns, name),
+		Wrote: c.recorder(m, kindImportStatus, ns, name, name),
 	}, cur)
 	if err != nil {
 		c.failed(m, "update ServiceImport status")
@@ -421,7 +421,7 @@ func (c *Controller) applyExportStatus(ctx context.Context, v view, e *mcsv1beta
 			upd.Status.Conditions = merged(se)
 			return upd, m.UpdateExportStatus(ctx, upd)
 		},
-		Wrote: c.recorder(m, kindExportStatus, e.Namespace, e.Name),
+		Wrote: c.recorder(m, kindExportStatus, e.Namespace, e.Name, e.Name),
 	}, e)
 	if apierrors.IsNotFound(err) {
 		return nil // unexported meanwhile; its deletion event requeues the key
@@ -432,9 +432,10 @@ func (c *Controller) applyExportStatus(ctx context.Context, v view, e *mcsv1beta
 	return err
 }
 
-// recorder reports writes of kind ns/name in m as c.wrote does.
-func (c *Controller) recorder(m *members.Member, kind, ns, name string) func(verb string, err error) {
-	return func(verb string, err error) { c.wrote(m, kind, verb, ns, name, err) }
+// recorder reports writes of kind ns/name in m, made for service ns/svc,
+// as c.wrote does.
+func (c *Controller) recorder(m *members.Member, kind, ns, svc, name string) func(verb string, err error) {
+	return func(verb string, err error) { c.wrote(m, kind, verb, ns, svc, name, err) }
 }
 
 // families are the IP families of ips, in order, each once.

@@ -17,6 +17,7 @@ import (
 	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/importer/write"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 // writeSlices writes a slice plan in v's member: replacements, creates
@@ -41,7 +42,7 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 				m.RecordDelete(s)
 			}
 			return err
-		}, s.UID, c.recorder(m, kindSlice, ns, s.Name))
+		}, s.UID, c.recorder(m, kindSlice, ns, s.Labels[mcsapi.LabelServiceName], s.Name))
 		if err != nil {
 			c.failed(m, "delete EndpointSlice")
 		}
@@ -160,7 +161,7 @@ func (c *Controller) writeSlice(ctx context.Context, v view, ns string, w sliceW
 			s, err := client.Update(ctx, upd, metav1.UpdateOptions{})
 			return recorded(m, s, err)
 		},
-		Wrote: c.recorder(m, kindSlice, ns, d.Name),
+		Wrote: c.recorder(m, kindSlice, ns, d.Labels[mcsapi.LabelServiceName], d.Name),
 	}
 	if w.endpointsOnly {
 		// A held import's slice is never made anew: one gone

@@ -249,7 +249,7 @@ func (s *lockedSet) Delete(k string) {
 
 // writeReporter is a VIP provider that sends writes of its own.
 type writeReporter interface {
-	ReportWrites(func(m *members.Member, kind, verb, ns, name string, err error))
+	ReportWrites(func(m *members.Member, kind, verb, ns, svc, name string, err error))
 }
 
 func key(ns, name string) string { return ns + "/" + name }

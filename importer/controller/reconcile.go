@@ -330,10 +330,10 @@ func refusedCondition(r *policy.Refusal) *metav1.Condition {
 
 // wrote counts a write request sent to m, and whether the API server
 // refused it with 409 Conflict (err is what the request returned).
-func (c *Controller) wrote(m *members.Member, kind, verb string, ns, name string, err error) {
+func (c *Controller) wrote(m *members.Member, kind, verb string, ns, svc, name string, err error) {
 	c.metrics.Writes.WithLabelValues(m.ID, kind, verb).Inc()
 	if err == nil && kind != kindExportStatus {
-		c.prop.wrote(key(ns, name), m.ID, time.Now())
+		c.prop.wrote(key(ns, svc), m.ID, time.Now())
 	}
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		c.metrics.WriteConflicts.WithLabelValues(m.ID, kind).Inc()

@@ -43,23 +43,25 @@ type Derived struct {
 	refusedMu sync.Mutex
 	refused   map[string]map[corev1.IPFamily]time.Time
 	// wrote, when set (ReportWrites), is told of every write sent, so that
-	// the controller's mcs_importer_writes_total counts Services too.
-	wrote func(m *members.Member, kind, verb, ns, name string, err error)
+	// the controller's mcs_importer_writes_total counts Services too, and
+	// its propagation metrics see the write carry the import's change.
+	wrote func(m *members.Member, kind, verb, ns, svc, name string, err error)
 }
 
 // KindService is the kind derived-Service writes are reported with.
 const KindService = "Service"
 
-// ReportWrites makes d report every write it sends to f; call it before
-// the first Assign or Release.
-func (d *Derived) ReportWrites(f func(m *members.Member, kind, verb, ns, name string, err error)) {
+// ReportWrites makes d report every write it sends to f (svc: the import
+// the Service is derived for; name: the Service's); call it before the
+// first Assign or Release.
+func (d *Derived) ReportWrites(f func(m *members.Member, kind, verb, ns, svc, name string, err error)) {
 	d.wrote = f
 }
 
 // report tells of a write sent, and of what it returned.
-func (d *Derived) report(m *members.Member, verb, ns, name string, err error) {
+func (d *Derived) report(m *members.Member, verb, ns, svc, name string, err error) {
 	if d.wrote != nil {
-		d.wrote(m, KindService, verb, ns, name, err)
+		d.wrote(m, KindService, verb, ns, svc, name, err)
 	}
 }
 
@@ -149,7 +151,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 				}
 				return got, err
 			},
-			Wrote: func(verb string, err error) { d.report(m, verb, desired.Namespace, name, err) },
+			Wrote: func(verb string, err error) { d.report(m, verb, desired.Namespace, desired.Name, name, err) },
 		}, cur)
 		if out == write.Yielded {
 			return &members.NotOwnedError{Kind: KindService, Namespace: desired.Namespace, Name: name}
@@ -255,7 +257,9 @@ func (d *Derived) replace(ctx context.Context, m *members.Member, want *corev1.S
 		// and the next pass looks again.
 		err := write.Delete(ctx, func(ctx context.Context, opts metav1.DeleteOptions) error {
 			return api.Delete(ctx, want.Name, opts)
-		}, live.UID, func(verb string, err error) { d.report(m, verb, want.Namespace, want.Name, err) })
+		}, live.UID, func(verb string, err error) {
+			d.report(m, verb, want.Namespace, want.Labels[mcsapi.LabelDerivedFor], want.Name, err)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("replacing derived Service %s/%s (IP family): %w", want.Namespace, want.Name, err)
 		}
@@ -305,7 +309,7 @@ func (d *Derived) Release(ctx context.Context, clusterID, namespace, name string
 	// replacement is never touched.
 	err := write.Delete(ctx, func(ctx context.Context, opts metav1.DeleteOptions) error {
 		return m.Kube.CoreV1().Services(namespace).Delete(ctx, dn, opts)
-	}, cur.UID, func(verb string, err error) { d.report(m, verb, namespace, dn, err) })
+	}, cur.UID, func(verb string, err error) { d.report(m, verb, namespace, name, dn, err) })
 	if err != nil {
 		return fmt.Errorf("deleting derived Service %s/%s: %w", namespace, dn, err)
 	}

@@ -12,6 +12,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 // refusedFor is how long a family the API server refused is not asked
@@ -65,7 +66,7 @@ func (d *Derived) create(ctx context.Context, m *members.Member, want *corev1.Se
 	}
 	if len(cands) == 0 {
 		created, err := api.Create(ctx, want, metav1.CreateOptions{})
-		d.report(m, "create", want.Namespace, want.Name, err)
+		d.report(m, "create", want.Namespace, want.Labels[mcsapi.LabelDerivedFor], want.Name, err)
 		if err == nil {
 			m.RecordWrite(created)
 		}
@@ -78,7 +79,7 @@ func (d *Derived) create(ctx context.Context, m *members.Member, want *corev1.Se
 		try := want.DeepCopy()
 		try.Spec.IPFamilies = []corev1.IPFamily{f}
 		created, err := api.Create(ctx, try, metav1.CreateOptions{})
-		d.report(m, "create", want.Namespace, want.Name, err)
+		d.report(m, "create", want.Namespace, want.Labels[mcsapi.LabelDerivedFor], want.Name, err)
 		if err == nil {
 			m.RecordWrite(created)
 		}

@@ -61,7 +61,7 @@ func (p *CIDROrDerived) WantsClusterSetIP(e *mcsv1beta1.ServiceExport) bool {
 func (p *CIDROrDerived) ImportChanged(ev members.Event) []string { return p.CIDR.ImportChanged(ev) }
 
 // ReportWrites makes the derived Services' writes reported to f.
-func (p *CIDROrDerived) ReportWrites(f func(m *members.Member, kind, verb, ns, name string, err error)) {
+func (p *CIDROrDerived) ReportWrites(f func(m *members.Member, kind, verb, ns, svc, name string, err error)) {
 	p.Derived.ReportWrites(f)
 }
 
