@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -116,6 +117,20 @@ func (r *running) conflicts(t *testing.T) map[string]float64 {
 // joined with "/".
 func (r *running) counters(t *testing.T, name string) map[string]float64 {
 	t.Helper()
+	return r.family(t, name, func(m *dto.Metric) float64 { return m.GetCounter().GetValue() })
+}
+
+// histogramCounts returns the sample counts of histogram family name,
+// keyed as counters keys them.
+func (r *running) histogramCounts(t *testing.T, name string) map[string]float64 {
+	t.Helper()
+	return r.family(t, name, func(m *dto.Metric) float64 { return float64(m.GetHistogram().GetSampleCount()) })
+}
+
+// family returns value of each metric of family name, keyed by its label
+// values joined with "/".
+func (r *running) family(t *testing.T, name string, value func(*dto.Metric) float64) map[string]float64 {
+	t.Helper()
 	mfs, err := r.reg.Gather()
 	require.NoError(t, err)
 	out := map[string]float64{}
@@ -128,7 +143,7 @@ func (r *running) counters(t *testing.T, name string) map[string]float64 {
 			for _, lp := range m.GetLabel() {
 				l = append(l, lp.GetValue())
 			}
-			out[strings.Join(l, "/")] = m.GetCounter().GetValue()
+			out[strings.Join(l, "/")] = value(m)
 		}
 	}
 	return out

@@ -1,7 +1,6 @@
 package importer_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -10,28 +9,6 @@ import (
 
 	"github.com/mcs-dns/mcs-dns/test/cluster"
 )
-
-// histogramCounts returns the sample counts of histogram family name,
-// keyed by its label values joined with "/".
-func (r *running) histogramCounts(t *testing.T, name string) map[string]uint64 {
-	t.Helper()
-	mfs, err := r.reg.Gather()
-	require.NoError(t, err)
-	out := map[string]uint64{}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var l []string
-			for _, lp := range m.GetLabel() {
-				l = append(l, lp.GetValue())
-			}
-			out[strings.Join(l, "/")] = m.GetHistogram().GetSampleCount()
-		}
-	}
-	return out
-}
 
 // An endpoint change is carried by mirrored-slice writes alone: those
 // writes time it in mcs_importer_propagation_seconds (by its source) and
