@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
 
 // fuzzBytes hands out fuzz input a byte at a time (0 once it runs out).
@@ -124,6 +127,76 @@ func FuzzCompute(f *testing.F) {
 		}
 		if again := Compute(in); !equality.Semantic.DeepEqual(again, res) {
 			t.Fatalf("Compute is not deterministic:\n%+v\n%+v", res, again)
+		}
+	})
+}
+
+// FuzzSliceUpToDateAs: comparing against a member's copy without making
+// it agrees with SliceUpToDate on the copy, for any labels, extra labels,
+// port names and renames.
+func FuzzSliceUpToDateAs(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{1, 2, 0, 1, 1, 3, 0, 2, 1, 1, 0, 1, 2, 1, 0})
+	f.Add([]byte{3, 1, 2, 2, 0, 1, 1, 2, 1, 1, 1, 0, 0, 2, 2, 1, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := fuzzBytes(data)
+		keys := []string{mcsapi.LabelServiceName, mcsapi.LabelSourceCluster, mcsapi.LabelManagedBy, mcsapi.LabelKubeServiceName, "team"}
+		labels := func() map[string]string {
+			n := int(b.next() % 4)
+			if n == 0 && b.next()%2 == 0 {
+				return nil
+			}
+			m := map[string]string{}
+			for range n {
+				m[keys[int(b.next())%len(keys)]] = b.pick("a", "b")
+			}
+			return m
+		}
+		ports := func() []discoveryv1.EndpointPort {
+			var ps []discoveryv1.EndpointPort
+			for range b.next() % 3 {
+				p := discoveryv1.EndpointPort{Port: ptr.To(int32(80 + b.next()%2))}
+				if n := b.pick("", "http", "dns", "tcp-80"); n != "" || b.next()%2 == 0 {
+					p.Name = ptr.To(n)
+				}
+				ps = append(ps, p)
+			}
+			return ps
+		}
+		desired := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Labels: labels()}, AddressType: discoveryv1.AddressTypeIPv4, Ports: ports()}
+		actual := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Labels: labels()}, AddressType: discoveryv1.AddressTypeIPv4, Ports: ports()}
+		extra := labels()
+		var renames map[string]string
+		for range b.next() % 3 {
+			if renames == nil {
+				renames = map[string]string{}
+			}
+			renames[b.pick("", "http", "dns")] = b.pick("http", "tcp-80", "dns")
+		}
+		if b.next()%2 == 0 {
+			// Often make actual the copy itself, so that "up to date"
+			// is exercised as much as "not".
+			actual.Labels = maps.Clone(extra)
+			if actual.Labels == nil {
+				actual.Labels = map[string]string{}
+			}
+			maps.Copy(actual.Labels, desired.Labels)
+			actual.Ports = slices.Clone(desired.Ports)
+			RenamePorts(actual, renames)
+		}
+
+		c := *desired
+		c.Labels = maps.Clone(extra)
+		if c.Labels == nil {
+			c.Labels = map[string]string{}
+		}
+		maps.Copy(c.Labels, desired.Labels)
+		c.Ports = slices.Clone(desired.Ports)
+		RenamePorts(&c, renames)
+		want := SliceUpToDate(&c, actual)
+		if got := SliceUpToDateAs(desired, actual, extra, renames); got != want {
+			t.Fatalf("SliceUpToDateAs %v, SliceUpToDate on the copy %v\ndesired %v %v\nactual %v %v\nextra %v renames %v",
+				got, want, desired.Labels, desired.Ports, actual.Labels, actual.Ports, extra, renames)
 		}
 	})
 }

@@ -150,35 +150,39 @@ func planSlices(desired, actual []*discoveryv1.EndpointSlice, asg vip.Assignment
 		byName[a.Name] = a
 	}
 	var p slicePlan
-	wanted := make(map[string]bool, len(desired))
 	for _, d := range desired {
-		wanted[d.Name] = true
-		if len(asg.SliceLabels) > 0 || len(asg.SlicePortNames) > 0 {
-			// desired is shared by every member: this member's
-			// version is a shallow copy with its own labels and ports.
-			c := *d
-			c.Labels = withLabels(d.Labels, asg.SliceLabels)
-			c.Ports = slices.Clone(d.Ports)
-			aggregate.RenamePorts(&c, asg.SlicePortNames)
-			d = &c
-		}
 		a := byName[d.Name]
+		// What is left in byName afterwards is not wanted.
+		delete(byName, d.Name)
 		switch {
 		case a == nil:
-			p.writes = append(p.writes, sliceWrite{want: d})
+			p.writes = append(p.writes, sliceWrite{want: asMember(d, asg)})
 		case a.AddressType != d.AddressType:
-			p.writes = append(p.writes, sliceWrite{want: d, replace: a})
-		case !aggregate.SliceUpToDate(d, a):
-			p.writes = append(p.writes, sliceWrite{want: d, cur: a})
+			p.writes = append(p.writes, sliceWrite{want: asMember(d, asg), replace: a})
+		case !aggregate.SliceUpToDateAs(d, a, asg.SliceLabels, asg.SlicePortNames):
+			p.writes = append(p.writes, sliceWrite{want: asMember(d, asg), cur: a})
 		}
 	}
-	for _, a := range actual {
-		if !wanted[a.Name] {
-			p.remove = append(p.remove, a)
-		}
+	for _, a := range byName {
+		p.remove = append(p.remove, a)
 	}
 	sortRemovals(p.remove)
 	return p
+}
+
+// asMember is desired as one member's copy must be, with the VIP
+// assignment's labels and port names. desired is shared by every member,
+// so the member's version is a shallow copy; it is made only for a slice
+// to be written.
+func asMember(desired *discoveryv1.EndpointSlice, asg vip.Assignment) *discoveryv1.EndpointSlice {
+	if len(asg.SliceLabels) == 0 && len(asg.SlicePortNames) == 0 {
+		return desired
+	}
+	c := *desired
+	c.Labels = withLabels(desired.Labels, asg.SliceLabels)
+	c.Ports = slices.Clone(desired.Ports)
+	aggregate.RenamePorts(&c, asg.SlicePortNames)
+	return &c
 }
 
 // planSeenEndpoints is what a held import's slices need: the slices from

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +12,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
+	"github.com/mcs-dns/mcs-dns/importer/slicedigest"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 	"github.com/mcs-dns/mcs-dns/internal/mcsapi"
 )
@@ -84,6 +86,15 @@ func TestPlanSlices(t *testing.T) {
 	assert.Empty(t, desired[0].Labels[mcsapi.LabelKubeServiceName], "the caller's slice is not changed")
 	assert.Equal(t, "http", *desired[0].Ports[0].Name)
 
+	// Slices that already carry the assignment's labels and port names
+	// are not written again.
+	var written []*discoveryv1.EndpointSlice
+	for _, w := range p.writes {
+		written = append(written, w.want)
+	}
+	assert.True(t, planSlices(desired, written, asg).empty(), "the written slices are up to date")
+	assert.Len(t, planSlices(desired, written, vip.Assignment{}).writes, 4, "without the assignment they are not")
+
 	// Nothing desired: everything of ours goes.
 	p = planSlices(nil, actual, vip.Assignment{})
 	assert.Empty(t, p.writes)
@@ -154,4 +165,30 @@ func TestImportWithVIP(t *testing.T) {
 	headless.Spec.Type = mcsv1beta1.Headless
 	got = importWithVIP(headless, asg, members.Schema{})
 	assert.Empty(t, got.Spec.IPs, "a Headless import names no VIP")
+}
+
+// BenchmarkPlanSlices is one member's plan for a service every one of 40
+// members exports (one slice each), with a VIP assignment's label and
+// port name and nothing to write: what each member costs each time such
+// a service changes.
+func BenchmarkPlanSlices(b *testing.B) {
+	asg := vip.Assignment{
+		SliceLabels:    map[string]string{mcsapi.LabelKubeServiceName: "derived-abc"},
+		SlicePortNames: map[string]string{"http": "tcp-80"},
+	}
+	var desired, actual []*discoveryv1.EndpointSlice
+	for i := range 40 {
+		d := mirrored(fmt.Sprintf("web-%d", i), fmt.Sprintf("member-%d", i), fmt.Sprintf("10.0.%d.1", i), true)
+		slicedigest.Stamp(d) // as the reconcile does
+		desired = append(desired, d)
+	}
+	for _, w := range planSlices(desired, nil, asg).writes {
+		actual = append(actual, w.want)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !planSlices(desired, actual, asg).empty() {
+			b.Fatal("a write planned")
+		}
+	}
 }
