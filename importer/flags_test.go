@@ -37,6 +37,10 @@ func TestParseFlags(t *testing.T) {
 	assert.Zero(t, o.QPS, "default: no client-side limit")
 	assert.Zero(t, o.Burst)
 	assert.Equal(t, "region.topology.kubernetes.io", o.RegionProperty, "default region ClusterProperty")
+	assert.Equal(t, 0.9, o.MemoryLimitRatio, "default: GOMEMLIMIT at 90% of the container's limit")
+	o, err = importer.ParseFlags([]string{"--contexts=a", "--auto-gomemlimit-ratio", "0"}, &out)
+	require.NoError(t, err)
+	assert.Zero(t, o.MemoryLimitRatio, "0 turns it off")
 	o, err = importer.ParseFlags([]string{"--contexts=a", "--region-property", "region.example.com"}, &out)
 	require.NoError(t, err)
 	assert.Equal(t, "region.example.com", o.RegionProperty)
@@ -62,6 +66,9 @@ func TestParseFlags(t *testing.T) {
 		{"--contexts", "a", "--import-into", "b"},
 		{"--contexts", "a", "--export-conditions-in", "b"},
 		{"--contexts", "a", "--workers", "0"},
+		{"--contexts", "a", "--auto-gomemlimit-ratio", "-0.1"},
+		{"--contexts", "a", "--auto-gomemlimit-ratio", "1.5"},
+		{"--contexts", "a", "--auto-gomemlimit-ratio", "NaN"},
 		{"--contexts", "a", "--endpoint-grace-period", "-1s"},
 		{"--contexts", "a", "--health-probe-interval", "0s"},
 		{"--contexts", "a", "--health-access-check-interval", "0s"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,10 @@ type Options struct {
 	MetricsAddr string
 	// Profiling also serves Go's /debug/pprof/ on MetricsAddr.
 	Profiling bool
+	// MemoryLimitRatio is the fraction of the process's container memory
+	// limit (its cgroup's) the Go runtime's soft memory limit is set to
+	// (0: none is set); see ApplyMemoryLimit.
+	MemoryLimitRatio float64
 	// EndpointGracePeriod is how long an unreachable member's last known
 	// endpoints stay served.
 	EndpointGracePeriod time.Duration
@@ -144,6 +149,7 @@ func DefaultOptions() Options {
 		RenewDeadline:        10 * time.Second,
 		RetryPeriod:          2 * time.Second,
 		MaxDisruption:        time.Hour,
+		MemoryLimitRatio:     0.9,
 	}
 }
 
@@ -205,6 +211,7 @@ Flags (one or two leading dashes):
 	fs.Var(listFlag{&o.ExportConditionsIn}, "export-conditions-in", "comma-separated `contexts` whose ServiceExports this importer writes conditions on (default: the --import-into contexts, or every member); set it when some members run no importer of their own")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "`address` serving /healthz, /readyz and Prometheus /metrics (empty: off)")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "also serve Go's /debug/pprof/ profiles on --metrics-addr (off by default: anyone who reaches the address may profile the process)")
+	fs.Float64Var(&o.MemoryLimitRatio, "auto-gomemlimit-ratio", o.MemoryLimitRatio, "set the Go runtime's soft memory limit (GOMEMLIMIT) to this fraction of the container's memory limit (its cgroup's), followed when the limit is resized, so that the garbage collector works harder near the limit instead of the process being killed for memory (a cold start over many members makes garbage faster than the live heap grows); 0: off; a GOMEMLIMIT environment variable wins")
 	fs.DurationVar(&o.EndpointGracePeriod, "endpoint-grace-period", o.EndpointGracePeriod, "how long the last known endpoints of a member that cannot be used (unreachable, credentials or RBAC refused, CRDs gone) stay served before they are withdrawn; also how long after start-up what may have come from a member not reached yet is left untouched")
 	fs.DurationVar(&o.Resync, "resync", o.Resync, "period of full resyncs, which compare desired with actual state and write only differences (0: none)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "number of reconcile workers")
@@ -285,6 +292,9 @@ func (o *Options) Validate() error {
 		} else if msgs := validation.IsValidLabelValue(m); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("--endpointslice-managers: %q is not a label value: %s", m, strings.Join(msgs, "; ")))
 		}
+	}
+	if math.IsNaN(o.MemoryLimitRatio) || o.MemoryLimitRatio < 0 || o.MemoryLimitRatio > 1 {
+		errs = append(errs, fmt.Errorf("--auto-gomemlimit-ratio must be between 0 (off) and 1, not %v", o.MemoryLimitRatio))
 	}
 	if o.Resync < 0 {
 		errs = append(errs, errors.New("--resync must not be negative"))

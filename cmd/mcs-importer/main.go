@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"k8s.io/klog/v2"
 
 	"github.com/mcs-dns/mcs-dns/importer"
@@ -37,6 +38,11 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if _, err := importer.ApplyMemoryLimit(ctx, opts.MemoryLimitRatio, memlimit.FromCgroup, log); err != nil {
+		// The importer runs on without one, as it would outside a
+		// container.
+		log.Warn("no soft memory limit", "err", err)
+	}
 	if err := importer.Run(ctx, opts); err != nil {
 		log.Error("mcs-importer failed", "err", err)
 		return 1

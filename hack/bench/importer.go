@@ -105,7 +105,7 @@ func (b *Bench) importerPhase(ctx context.Context, register func(*cluster.Set)) 
 	// The bench writes the source slices itself, as this manager.
 	args := st.ImporterArgs(fmt.Sprintf("127.0.0.1:%d", metricsPort), append([]string{"--endpointslice-managers", "bench.mcs-dns.io"}, strings.Fields(b.Opt.ImporterArgs)...)...)
 	res.Args = strings.Join(args.Argv(), " ")
-	imp, err := st.StartImporter(args)
+	imp, err := b.startImporter(st, "mcs-importer", args)
 	if err != nil {
 		return err
 	}
@@ -241,4 +241,16 @@ func (b *Bench) startServerFor(id, tag, kubeconfig, context string) (*Server, er
 	b.Kubeconfig, b.Context = kubeconfig, context
 	defer func() { b.Kubeconfig, b.Context = saved, savedCtx }()
 	return b.StartServer(id, tag)
+}
+
+// startImporter starts mcs-importer as name with args, with -importer-env
+// added to its environment (through env(1), which execs it: the process
+// measured is the importer's).
+func (b *Bench) startImporter(st *stack.Stack, name string, args stack.ImporterArgs) (*procs.Process, error) {
+	env := strings.Fields(b.Opt.ImporterEnv)
+	if len(env) == 0 {
+		return st.StartImporterAs(name, args)
+	}
+	argv := append(append([]string{"env"}, env...), st.Bin.Importer)
+	return st.Launch(name, append(argv, args.Argv()...)...)
 }

@@ -60,6 +60,7 @@ type Options struct {
 	StartupProfile time.Duration
 	Starts         int
 	ImporterArgs   string
+	ImporterEnv    string
 	ImporterFloor  bool
 	// MemberScale lists the clusterset sizes of the member-scale phase.
 	MemberScale        string
@@ -137,6 +138,7 @@ func main() {
 	flag.StringVar(&o.Skip, "skip", "", "comma-separated phases to skip")
 	flag.StringVar(&o.ExportType, "export-type", "headless", "importer: type of the exported Services, headless (answered: A = the endpoint's IP) or clustersetip (answered: NOERROR, since the importer may assign no VIP)")
 	flag.StringVar(&o.ImporterArgs, "importer-args", "", "importer: extra mcs-importer flags (default: its defaults)")
+	flag.StringVar(&o.ImporterEnv, "importer-env", "", "importer and members: space-separated KEY=VALUE pairs set in mcs-importer's environment only (e.g. GOMEMLIMIT=460MiB, as the importer sets itself in a container with a 512Mi limit)")
 	flag.BoolVar(&o.ImporterFloor, "importer-floor", true, "importer: also measure the floor (the importer's answer writes issued straight from the bench, importer stopped)")
 	flag.StringVar(&o.ImporterServer, "importer-server", "a", "importer: which server (a or b) answers for the importing clusters")
 	flag.Parse()

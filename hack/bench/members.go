@@ -262,7 +262,7 @@ func (b *Bench) memberScale(ctx context.Context, r *MemberScaleResult, register 
 	}
 	extra = append(extra, strings.Fields(b.Opt.ImporterArgs)...)
 	start := time.Now()
-	imp, err := st.StartImporterAs(fmt.Sprintf("mcs-importer.scale%d", m), st.ImporterArgs(fmt.Sprintf("127.0.0.1:%d", metricsPort), extra...))
+	imp, err := b.startImporter(st, fmt.Sprintf("mcs-importer.scale%d", m), st.ImporterArgs(fmt.Sprintf("127.0.0.1:%d", metricsPort), extra...))
 	if err != nil {
 		return err
 	}

@@ -112,7 +112,7 @@ func (b *Bench) slowMember(ctx context.Context, st *stack.Stack, loaders []*Load
 	args := st.ImporterArgs(fmt.Sprintf("127.0.0.1:%d", port), "--endpointslice-managers", scaleSourceManager)
 	args.Kubeconfig = path
 	args.Extra = append(args.Extra, strings.Fields(b.Opt.ImporterArgs)...)
-	imp, err := st.StartImporterAs(fmt.Sprintf("mcs-importer.scale%d-slow", m), args)
+	imp, err := b.startImporter(st, fmt.Sprintf("mcs-importer.scale%d-slow", m), args)
 	if err != nil {
 		return r, err
 	}
