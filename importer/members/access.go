@@ -64,9 +64,11 @@ func (m *Member) accesses() []access {
 
 // DefaultAccessCheckInterval is how often a member's access is checked in
 // full while the last check found nothing missing: one-item lists of every
-// resource the importer reads besides ServiceExports, and a
-// SelfSubjectAccessReview (which any authenticated user may make) for
-// every call in accesses, some thirty, made at once. Every probe lists
+// resource the importer reads besides ServiceExports, and every call in
+// accesses (some thirty) matched against one SelfSubjectRulesReview or,
+// where the member's authorizer cannot list its rules, a
+// SelfSubjectAccessReview for each, made at once (any authenticated user
+// may make both). Every probe lists
 // one ServiceExport; the rest, at every probe, would be most of what an
 // idle importer costs its members and itself. A lost permission that
 // shows is noticed at the next probe (recheckSoon: a write refused with
@@ -177,8 +179,97 @@ func (m *Member) checkAccess(ctx context.Context) error {
 	return err
 }
 
+// clusterScopeRulesNamespace is the namespace a SelfSubjectRulesReview
+// names to learn what the importer may do in every namespace. The review
+// needs a namespace and answers with the rules granted cluster-wide and
+// those granted in that namespace, unmarked; the importer's calls are all
+// over every namespace, which only cluster-wide grants allow. No
+// namespace can have this name (a colon is not allowed in one), so no
+// RoleBinding adds to the answer.
+const clusterScopeRulesNamespace = "mcs-importer:cluster-scope"
+
+// checkWrites checks that the importer may make every call in accesses:
+// with one SelfSubjectRulesReview where the member's authorizers can list
+// the rules they grant (RBAC, ABAC, AlwaysAllow), else with a
+// SelfSubjectAccessReview for each call (a webhook authorizer, or a
+// review that could not decide).
 func (m *Member) checkWrites(ctx context.Context) error {
 	all := m.accesses()
+	if err, decided := m.checkByRules(ctx, all); decided {
+		return err
+	}
+	return m.checkEach(ctx, all)
+}
+
+// checkByRules matches every call in all against the rules one
+// SelfSubjectRulesReview returns. decided is false where the answer
+// cannot be relied on: the review refused or not served, its rules
+// incomplete, or a call found missing while the evaluation reported an
+// error (a binding to a role that does not exist, say).
+func (m *Member) checkByRules(ctx context.Context, all []access) (err error, decided bool) {
+	review, err := m.Kube.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
+		Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: clusterScopeRulesNamespace},
+	}, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err):
+		// The review itself refused or not served: ask call by call.
+		return nil, false
+	case err != nil:
+		// No answer (a timeout, a broken connection, an overloaded
+		// server): the calls one by one would fare no better.
+		return err, true
+	case review.Status.Incomplete:
+		return nil, false
+	}
+	for _, a := range all {
+		if !rulesAllow(review.Status.ResourceRules, a) {
+			if review.Status.EvaluationError != "" {
+				return nil, false
+			}
+			return a.forbidden(), true
+		}
+	}
+	return nil, true
+}
+
+// rulesAllow reports whether one of rules allows a over every object,
+// as RBAC matches them: "*" for any verb, group or resource, "*/sub" for
+// any resource's subresource sub, and a rule naming objects
+// (resourceNames) allowing no call over all of them.
+func rulesAllow(rules []authorizationv1.ResourceRule, a access) bool {
+	combined := a.resource
+	if a.subresource != "" {
+		combined += "/" + a.subresource
+	}
+	for _, r := range rules {
+		if len(r.ResourceNames) > 0 || !matchesOrAll(r.Verbs, a.verb) || !matchesOrAll(r.APIGroups, a.group) {
+			continue
+		}
+		for _, res := range r.Resources {
+			if res == "*" || res == combined || (a.subresource != "" && res == "*/"+a.subresource) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func matchesOrAll(values []string, v string) bool {
+	for _, x := range values {
+		if x == "*" || x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (a access) forbidden() error {
+	return apierrors.NewForbidden(schema.GroupResource{Group: a.group, Resource: a.resource}, "",
+		fmt.Errorf("the importer may not %s here", a))
+}
+
+// checkEach asks a SelfSubjectAccessReview for every call in all, at once.
+func (m *Member) checkEach(ctx context.Context, all []access) error {
 	errs := make([]error, len(all))
 	var wg sync.WaitGroup
 	for i, a := range all {
@@ -192,8 +283,7 @@ func (m *Member) checkWrites(ctx context.Context) error {
 			case err != nil:
 				errs[i] = err
 			case !review.Status.Allowed:
-				errs[i] = apierrors.NewForbidden(schema.GroupResource{Group: a.group, Resource: a.resource}, "",
-					fmt.Errorf("the importer may not %s here", a))
+				errs[i] = a.forbidden()
 			}
 		})
 	}
