@@ -269,16 +269,7 @@ func TestRulesAllow(t *testing.T) {
 func memberAs(ctx context.Context, t *testing.T, c *cluster.Cluster, user string, rules []rbacv1.PolicyRule) (*Member, rbacclient.ClusterRoleInterface) {
 	t.Helper()
 	roles := c.Kube.RbacV1().ClusterRoles()
-	_, err := roles.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = c.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	cfg := rest.CopyConfig(c.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	cfg := impersonated(ctx, t, c, user, rules)
 	// The API server's authorizer learns of the new binding from its own
 	// informers: until then even the ClusterProperty read is forbidden.
 	var m *Member
@@ -304,4 +295,21 @@ func importerRules(serviceVerbs ...string) []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"about.k8s.io"}, Resources: []string{"clusterproperties"}, Verbs: []string{"get"}},
 	}
+}
+
+// impersonated binds a ClusterRole of rules to user in c and returns c's
+// config acting as user.
+func impersonated(ctx context.Context, t *testing.T, c *cluster.Cluster, user string, rules []rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
+	_, err := c.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return cfg
 }

@@ -8,3 +8,6 @@ import "k8s.io/client-go/tools/cache"
 func Handler(m *Member, kind Kind, notify func(Event)) cache.ResourceEventHandler {
 	return handler(m, kind, nil, notify, nil)
 }
+
+// Impersonated is impersonated, for the external tests.
+var Impersonated = impersonated

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/mcs-dns/mcs-dns/importer/members"
@@ -37,7 +36,7 @@ func TestForbiddenAtJoinIsNoDisruption(t *testing.T) {
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "watch"}},
 		{APIGroups: []string{"about.k8s.io"}, Resources: []string{"clusterproperties"}, Verbs: []string{"get"}},
 	}
-	limited := impersonated(ctx, t, east, user, rules)
+	limited := members.Impersonated(ctx, t, east, user, rules)
 
 	u, err := url.Parse(east.Config.Host)
 	require.NoError(t, err)
@@ -112,7 +111,7 @@ func TestRegionForbiddenJoinsWithoutRegion(t *testing.T) {
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"about.k8s.io"}, Resources: []string{"clusterproperties"}, ResourceNames: []string{"cluster.clusterset.k8s.io"}, Verbs: []string{"get"}},
 	}
-	limited := impersonated(ctx, t, east, user, rules)
+	limited := members.Impersonated(ctx, t, east, user, rules)
 
 	s := members.NewSet(members.SetOptions{
 		Members:        []members.Config{{Context: "limited", REST: limited}, {Context: "admin", REST: rest.CopyConfig(east.Config)}},
@@ -138,21 +137,4 @@ func TestRegionForbiddenJoinsWithoutRegion(t *testing.T) {
 	}, time.Minute, 20*time.Millisecond, "the members did not both join: %+v", s.Statuses())
 	assert.Equal(t, "", regions["limited"], "the member that may not read its region")
 	assert.Equal(t, "eu-west", regions["admin"], "the member that may")
-}
-
-// impersonated binds a ClusterRole of rules to user in c and returns c's
-// config acting as user.
-func impersonated(ctx context.Context, t *testing.T, c *cluster.Cluster, user string, rules []rbacv1.PolicyRule) *rest.Config {
-	t.Helper()
-	_, err := c.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = c.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	cfg := rest.CopyConfig(c.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	return cfg
 }
