@@ -67,7 +67,9 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 			<-sem
 			break
 		}
-		wg.Go(func() {
+		wg.Add(1)
+		c.pool.Go(func() {
+			defer wg.Done()
 			defer func() { <-sem }()
 			h, err := c.writeSlice(wctx, v, ns, w, client, del)
 			if err != nil && write.TimedOut(err) {

@@ -143,6 +143,9 @@ type Controller struct {
 	// which full passes are owed since when.
 	passes *keyPasses
 
+	// pool runs the member parts of reconciles and their slice writes.
+	pool *goPool
+
 	// afterPass, when set (by tests), sees every pass while its key is
 	// still claimed; an error it returns fails the pass.
 	afterPass func(k string, p pass) error
@@ -159,6 +162,7 @@ func New(o Options) *Controller {
 		warned:    map[string]bool{},
 
 		passes: newKeyPasses(),
+		pool:   newGoPool(),
 		trust:  newSliceTrust(o.TrustedManagers),
 		policy: o.Policy,
 	}
@@ -339,7 +343,7 @@ func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration)
 	if resync > 0 {
 		every(ctx, &wg, resync, func() {
 			c.log.Debug("periodic resync")
-			c.EnqueueAll()
+			c.resyncAll()
 		})
 	}
 	<-ctx.Done()
@@ -350,11 +354,15 @@ func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration)
 	wg.Wait()
 }
 
-// ShutDown stops the work queue and the goroutines New started for it.
-// Run does so when it returns; whoever made the controller and then does
+// ShutDown stops the work queue and the goroutines New started for it,
+// and ends the goroutines kept for member parts (waiting for those still
+// at work, which end soon once their context is done). Run does so when it returns; whoever made the controller and then does
 // not run it (start-up failed, leadership never came) must call it. Safe
 // to call more than once.
-func (c *Controller) ShutDown() { c.queueStop.Do(c.queue.ShutDown) }
+func (c *Controller) ShutDown() {
+	c.queueStop.Do(c.queue.ShutDown)
+	c.pool.Stop()
+}
 
 // every runs f every d until ctx ends, in a goroutine wg waits for.
 func every(ctx context.Context, wg *sync.WaitGroup, d time.Duration, f func()) {

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+
 	"github.com/mcs-dns/mcs-dns/importer/members"
 	"github.com/mcs-dns/mcs-dns/importer/vip"
 )
@@ -158,6 +161,21 @@ func (c *Controller) setMemberState(context, cluster string, s members.State) {
 func (c *Controller) EnqueueAll() {
 	for k := range c.allKeys() {
 		c.addServe(k)
+	}
+}
+
+// resyncAll queues a full pass of every key any member knows, at a full
+// pass's priority (behind every serve pass): the periodic resync. It only
+// catches what was missed, so it need not be quick, and one full pass
+// does all that a serve pass and the full pass that follows it would:
+// half the work of queuing serve passes (at 40 members, 1.6 s of CPU per
+// resync that way). The passes are not owed (oweFull): under a stream of
+// changes the keys that change get their full passes anyway, and every
+// key's resync promoted ahead of the changes at once would hold them
+// back.
+func (c *Controller) resyncAll() {
+	for k := range c.allKeys() {
+		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(0)}, item{k, passFull})
 	}
 }
 

@@ -94,7 +94,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		inTheWay []string
 		err      error
 	}
-	outs := fanOut(ctx, views, func(ctx context.Context, _ int, v view) imported {
+	outs := fanOut(ctx, c.pool, views, func(ctx context.Context, _ int, v view) imported {
 		if !v.up {
 			return imported{}
 		}
@@ -159,7 +159,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 	// export has one writer, so importers whose views differ (a member
 	// down for one of them, other flags) never take turns rewriting the
 	// same conditions.
-	statusErrs := fanOut(ctx, exportViews, func(ctx context.Context, i int, v view) error {
+	statusErrs := fanOut(ctx, c.pool, exportViews, func(ctx context.Context, i int, v view) error {
 		if !v.up || !v.m.ExportConditions {
 			return nil
 		}
@@ -251,7 +251,7 @@ const memberParallelism = 16
 // fanOut runs f for every view, up to memberParallelism at once, each
 // under its own memberTimeout, and returns the results in views' order.
 // One view runs inline: no goroutine for the common small case.
-func fanOut[T any](ctx context.Context, views []view, f func(context.Context, int, view) T) []T {
+func fanOut[T any](ctx context.Context, pool *goPool, views []view, f func(context.Context, int, view) T) []T {
 	out := make([]T, len(views))
 	run := func(i int) {
 		mctx, cancel := context.WithTimeout(ctx, memberTimeout)
@@ -268,7 +268,9 @@ func fanOut[T any](ctx context.Context, views []view, f func(context.Context, in
 	var wg sync.WaitGroup
 	for i := range views {
 		sem <- struct{}{}
-		wg.Go(func() {
+		wg.Add(1)
+		pool.Go(func() {
+			defer wg.Done()
 			defer func() { <-sem }()
 			run(i)
 		})

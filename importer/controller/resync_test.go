@@ -81,6 +81,23 @@ func TestResyncQueuesEachKeyOnce(t *testing.T) {
 
 	q := &countingQueue{PriorityQueue: c.queue}
 	c.queue = q
+	// The periodic resync: one full pass of each key, behind any serve
+	// pass (a full pass does all a serve pass would, and is followed by
+	// nothing).
+	c.resyncAll()
+	assert.EqualValues(t, n, q.adds.Load(), "adds of one periodic resync")
+	seen := map[string]bool{}
+	for range n {
+		it, priority, shutdown := c.queue.GetWithPriority()
+		require.False(t, shutdown)
+		assert.Equal(t, passFull, it.pass, "a periodic resync queues full passes")
+		assert.Zero(t, priority, "behind every serve pass")
+		seen[it.key] = true
+		c.queue.Done(it)
+	}
+	assert.Len(t, seen, n, "every key once")
+	q.adds.Store(0)
+
 	c.EnqueueAll()
 	assert.EqualValues(t, n, q.adds.Load(), "adds of one resync")
 	c.OnChange(members.Change{Context: "b", Member: ms.Members()[1], State: members.Up})
