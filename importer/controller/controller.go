@@ -356,9 +356,10 @@ func (c *Controller) Run(ctx context.Context, workers int, resync time.Duration)
 
 // ShutDown stops the work queue and the goroutines New started for it,
 // and ends the goroutines kept for member parts (waiting for those still
-// at work, which end soon once their context is done). Run does so when it returns; whoever made the controller and then does
-// not run it (start-up failed, leadership never came) must call it. Safe
-// to call more than once.
+// at work, which end soon once their context is done). Run does so when
+// it returns; whoever made the controller and then does not run it
+// (start-up failed, leadership never came) must call it. Safe to call
+// more than once.
 func (c *Controller) ShutDown() {
 	c.queueStop.Do(c.queue.ShutDown)
 	c.pool.Stop()

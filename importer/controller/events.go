@@ -167,9 +167,9 @@ func (c *Controller) EnqueueAll() {
 // resyncAll queues a full pass of every key any member knows, at a full
 // pass's priority (behind every serve pass): the periodic resync. It only
 // catches what was missed, so it need not be quick, and one full pass
-// does all that a serve pass and the full pass that follows it would:
-// half the work of queuing serve passes (at 40 members, 1.6 s of CPU per
-// resync that way). The passes are not owed (oweFull): under a stream of
+// does all that a serve pass and the full pass that follows it would,
+// comparing every member's copies once instead of twice. The passes are
+// not owed (oweFull): under a stream of
 // changes the keys that change get their full passes anyway, and every
 // key's resync promoted ahead of the changes at once would hold them
 // back.
