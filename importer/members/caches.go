@@ -331,14 +331,31 @@ func handler(m *Member, kind Kind, own *ownWrites, notify func(Event), known cac
 					return
 				}
 			}
-			// A slice whose service label changed belongs to two keys.
-			if kind == KindSourceSlice || kind == KindMirroredSlice {
+			// A slice whose service label changed belongs to two keys:
+			// the one it left is told too. Only then: every update of a
+			// mirrored slice (each of our own writes coming back) would
+			// otherwise queue its key once more, as a change that is not
+			// an echo.
+			if (kind == KindSourceSlice || kind == KindMirroredSlice) && sliceService(kind, old) != sliceService(kind, new) {
 				emit(old, nil, nil)
 			}
 			emit(new, old, new)
 		},
 		DeleteFunc: func(obj any) { emit(obj, obj, nil) },
 	}
+}
+
+// sliceService is the service an EndpointSlice of kind (a source or a
+// mirrored slice) belongs to, by its label.
+func sliceService(kind Kind, obj any) string {
+	a, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	if kind == KindSourceSlice {
+		return a.GetLabels()[discoveryv1.LabelServiceName]
+	}
+	return a.GetLabels()[mcsapi.LabelServiceName]
 }
 
 // sameAsKnown reports whether known holds obj at the same

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -56,5 +57,35 @@ func TestHandlerFreedClusterSetIP(t *testing.T) {
 	members.Handler(&members.Member{ID: "east"}, members.KindService, func(ev members.Event) { got = append(got, ev) }).OnDelete(svc)
 	if assert.Len(t, got, 1) {
 		assert.False(t, vip.FreedClusterSetIP(got[0]))
+	}
+}
+
+// An update of a slice tells its service once; a slice whose service label
+// changed tells both the service it left and the one it joined. (Telling
+// the service an update stays in twice made every one of the importer's
+// own slice writes, coming back, queue its service once more as a change
+// that is not an echo.)
+func TestHandlerSliceUpdateTellsItsServices(t *testing.T) {
+	for _, tc := range []struct {
+		kind  members.Kind
+		label string
+	}{
+		{members.KindSourceSlice, discoveryv1.LabelServiceName},
+		{members.KindMirroredSlice, mcsapi.LabelServiceName},
+	} {
+		slice := func(rv, svc string) *discoveryv1.EndpointSlice {
+			return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-abc", ResourceVersion: rv,
+				Labels: map[string]string{tc.label: svc, mcsapi.LabelManagedBy: mcsapi.ManagedByImporter}}}
+		}
+		var got []string
+		h := members.Handler(&members.Member{ID: "east"}, tc.kind, func(ev members.Event) { got = append(got, ev.Namespace+"/"+ev.Name) })
+		h.OnUpdate(slice("1", "web"), slice("2", "web"))
+		assert.Equal(t, []string{"ns/web"}, got, "kind %v: an update within one service", tc.kind)
+		got = nil
+		h.OnUpdate(slice("2", "web"), slice("3", "api"))
+		assert.ElementsMatch(t, []string{"ns/web", "ns/api"}, got, "kind %v: the service label changed", tc.kind)
+		got = nil
+		h.OnUpdate(slice("3", "api"), slice("3", "api"))
+		assert.Empty(t, got, "kind %v: a resync of the same version", tc.kind)
 	}
 }
