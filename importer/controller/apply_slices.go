@@ -108,6 +108,15 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 	return held, errors.Join(errs...)
 }
 
+// changedSince queues the import of mirrored slice d again when the cache
+// saw a change to d after our write of it while the write was in flight
+// (members.Member.Writing): it was taken as our write's echo.
+func (c *Controller) changedSince(changed bool, ns string, d *discoveryv1.EndpointSlice) {
+	if changed {
+		c.addServe(key(ns, d.Labels[mcsapi.LabelServiceName]))
+	}
+}
+
 // sliceWriteParallelism bounds how many of one key's slices are written
 // into one member at once.
 const sliceWriteParallelism = 4
@@ -148,8 +157,11 @@ func (c *Controller) writeSlice(ctx context.Context, v view, ns string, w sliceW
 			return client.Get(ctx, d.Name, metav1.GetOptions{})
 		},
 		Create: func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
+			done := m.Writing(members.KindMirroredSlice, ns, d.Name)
 			s, err := client.Create(ctx, slicedigest.ForWrite(d), metav1.CreateOptions{})
-			return recorded(m, s, err)
+			s, err = recorded(m, s, err)
+			c.changedSince(done(), ns, d)
+			return s, err
 		},
 		Owned:    func(s *discoveryv1.EndpointSlice) bool { return members.Owned(s) },
 		UpToDate: func(s *discoveryv1.EndpointSlice) bool { return upToDate(d, s) },
@@ -160,8 +172,11 @@ func (c *Controller) writeSlice(ctx context.Context, v view, ns string, w sliceW
 			if !w.endpointsOnly {
 				upd.Labels, upd.Ports = aggregate.MergeSliceLabels(d, s), d.Ports
 			}
+			done := m.Writing(members.KindMirroredSlice, ns, d.Name)
 			s, err := client.Update(ctx, upd, metav1.UpdateOptions{})
-			return recorded(m, s, err)
+			s, err = recorded(m, s, err)
+			c.changedSince(done(), ns, d)
+			return s, err
 		},
 		Wrote: c.recorder(m, kindSlice, ns, d.Labels[mcsapi.LabelServiceName], d.Name),
 	}

@@ -46,7 +46,10 @@ type ownWrites struct {
 	// start under load a member's entries are thousands, read once per
 	// import per pass.
 	createdSlices map[importKey]map[string]struct{}
-	now           func() time.Time
+	// inflight: the objects with writes of ours sent and not yet
+	// answered (see seen).
+	inflight map[ownKey]*flight
+	now      func() time.Time
 }
 
 type importKey struct{ namespace, name string }
@@ -65,7 +68,7 @@ type ownEntry struct {
 }
 
 func newOwnWrites() *ownWrites {
-	return &ownWrites{entries: map[ownKey]ownEntry{}, createdSlices: map[importKey]map[string]struct{}{}, now: time.Now}
+	return &ownWrites{entries: map[ownKey]ownEntry{}, createdSlices: map[importKey]map[string]struct{}{}, inflight: map[ownKey]*flight{}, now: time.Now}
 }
 
 // put records e under k, and drop forgets k; both keep createdSlices in
@@ -165,11 +168,22 @@ func newer(a, b string) bool {
 // obj with a deletion): an entry the cache has caught up with goes. It
 // reports whether the object is exactly our last write (that version, or
 // our deletion of that UID): the echo of a write whose reconcile has
-// accounted for it already.
+// accounted for it already. An object changed while a write of ours to it
+// is in flight (sent, not yet answered and recorded) counts as an echo
+// too: the watch often delivers our write before its answer arrives. It
+// is ours if that write succeeds (the write carries the resourceVersion
+// it read, so someone else's change in between makes it fail), and if it
+// fails the pass fails and its key is reconciled again.
 func (w *ownWrites) seen(kind Kind, a metav1.Object, deleted bool) (echo bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := ownKey{kind, a.GetNamespace(), a.GetName()}
+	if f := w.inflight[k]; f != nil && !deleted {
+		if f.latest == "" || newer(a.GetResourceVersion(), f.latest) {
+			f.latest = a.GetResourceVersion()
+		}
+		defer func() { echo = true }()
+	}
 	e, ok := w.entries[k]
 	if !ok {
 		return false
@@ -280,6 +294,54 @@ func (w *ownWrites) slices(namespace, svc string, cached []*discoveryv1.Endpoint
 		}
 	}
 	return out
+}
+
+// flight is an object's writes in flight: how many, and the latest
+// resourceVersion the cache saw of it meanwhile.
+type flight struct {
+	writes int
+	latest string
+}
+
+// writing marks a write of ours to the object of that kind and name as in
+// flight until the returned function is called (after the write's answer
+// is recorded, or it failed). That function reports whether the cache saw
+// a version of the object later than our recorded write while it was in
+// flight: someone else's change after ours, taken as our echo, which must
+// be reconciled after all.
+func (w *ownWrites) writing(kind Kind, namespace, name string) func() (changedSince bool) {
+	k := ownKey{kind, namespace, name}
+	w.mu.Lock()
+	f := w.inflight[k]
+	if f == nil {
+		f = &flight{}
+		w.inflight[k] = f
+	}
+	f.writes++
+	w.mu.Unlock()
+	return func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if f.writes--; f.writes > 0 {
+			return false // the last one answered tells
+		}
+		delete(w.inflight, k)
+		e, ok := w.entries[k]
+		return f.latest != "" && ok && e.obj != nil && newer(f.latest, e.rv)
+	}
+}
+
+// Writing marks a create or update of ours of the object of that kind in
+// m as in flight, until the returned function is called: call it after
+// RecordWrite (or the write's failure). Changes the cache sees meanwhile
+// are taken as the write's echo (see ownWrites.seen); the function
+// reports whether one of them was a later change than the write recorded,
+// whose key must then be reconciled.
+func (m *Member) Writing(kind Kind, namespace, name string) (done func() (changedSince bool)) {
+	if c := m.Caches(); c != nil && c.own != nil {
+		return c.own.writing(kind, namespace, name)
+	}
+	return func() bool { return false }
 }
 
 // RecordWrite records obj, as the API server returned it from a create or

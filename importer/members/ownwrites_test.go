@@ -197,3 +197,48 @@ func TestMirroredSlicesHeldSlim(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Len(t, got.(*discoveryv1.EndpointSlice).Endpoints, 1, "source slices are kept whole")
 }
+
+// A change the cache sees while a write of ours to that object is in
+// flight is taken as its echo (the watch often delivers the write before
+// its answer is recorded); before and after, only the recorded write is.
+// One later than the write recorded is reported when the write is done.
+func TestOwnWritesInFlight(t *testing.T) {
+	w := newOwnWrites()
+	seen := func(rv string) bool { return w.seen(KindMirroredSlice, ownSlice("a", rv), false) }
+
+	assert.False(t, seen("5"), "nothing of ours")
+	done := w.writing(KindMirroredSlice, "ns", "a")
+	assert.True(t, seen("6"), "while our write is in flight")
+	assert.False(t, w.seen(KindMirroredSlice, ownSlice("a", "6"), true), "a deletion is never our update's echo")
+	assert.False(t, w.seen(KindMirroredSlice, ownSlice("b", "6"), false), "another object")
+	assert.False(t, w.seen(KindImport, ownSlice("a", "6"), false), "another kind")
+	w.wrote(ownSlice("a", "7"))
+	assert.False(t, done(), "the cache saw nothing later than the write")
+	assert.True(t, seen("7"), "the recorded write itself, after it was answered")
+	assert.False(t, seen("8"), "a later change, nothing in flight")
+
+	// Our write (9) and someone else's after it (10) both seen in flight:
+	// the later one is reported.
+	done = w.writing(KindMirroredSlice, "ns", "a")
+	assert.True(t, seen("9"))
+	assert.True(t, seen("10"))
+	w.wrote(ownSlice("a", "9"))
+	assert.True(t, done(), "a change later than our write was taken as its echo")
+
+	// A failed write (nothing recorded) reports nothing: its pass fails
+	// and is retried.
+	done = w.writing(KindMirroredSlice, "ns", "b")
+	assert.True(t, w.seen(KindMirroredSlice, ownSlice("b", "3"), false))
+	assert.False(t, done())
+
+	// Two writes in flight: the object stays in flight until both are
+	// answered.
+	done1 := w.writing(KindMirroredSlice, "ns", "a")
+	done2 := w.writing(KindMirroredSlice, "ns", "a")
+	assert.False(t, done1())
+	assert.True(t, seen("11"))
+	w.wrote(ownSlice("a", "11"))
+	assert.False(t, done2())
+	assert.False(t, seen("12"))
+	assert.Empty(t, w.inflight, "nothing left behind")
+}
