@@ -108,13 +108,18 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 	return held, errors.Join(errs...)
 }
 
-// changedSince queues the import of mirrored slice d again when the cache
-// saw a change to d after our write of it while the write was in flight
-// (members.Member.Writing): it was taken as our write's echo.
-func (c *Controller) changedSince(changed bool, ns string, d *discoveryv1.EndpointSlice) {
-	if changed {
+// sendSlice sends a create or update (send) of mirrored slice d into m,
+// marked in flight until its answer is recorded (members.Member.Writing),
+// and queues d's import again when the cache saw a change to d later than
+// the write meanwhile: it was taken as the write's echo.
+func (c *Controller) sendSlice(m *members.Member, ns string, d *discoveryv1.EndpointSlice, send func() (*discoveryv1.EndpointSlice, error)) (*discoveryv1.EndpointSlice, error) {
+	done := m.Writing(members.KindMirroredSlice, ns, d.Name)
+	s, err := send()
+	s, err = recorded(m, s, err)
+	if done() {
 		c.addServe(key(ns, d.Labels[mcsapi.LabelServiceName]))
 	}
+	return s, err
 }
 
 // sliceWriteParallelism bounds how many of one key's slices are written
@@ -157,11 +162,9 @@ func (c *Controller) writeSlice(ctx context.Context, v view, ns string, w sliceW
 			return client.Get(ctx, d.Name, metav1.GetOptions{})
 		},
 		Create: func(ctx context.Context) (*discoveryv1.EndpointSlice, error) {
-			done := m.Writing(members.KindMirroredSlice, ns, d.Name)
-			s, err := client.Create(ctx, slicedigest.ForWrite(d), metav1.CreateOptions{})
-			s, err = recorded(m, s, err)
-			c.changedSince(done(), ns, d)
-			return s, err
+			return c.sendSlice(m, ns, d, func() (*discoveryv1.EndpointSlice, error) {
+				return client.Create(ctx, slicedigest.ForWrite(d), metav1.CreateOptions{})
+			})
 		},
 		Owned:    func(s *discoveryv1.EndpointSlice) bool { return members.Owned(s) },
 		UpToDate: func(s *discoveryv1.EndpointSlice) bool { return upToDate(d, s) },
@@ -172,11 +175,9 @@ func (c *Controller) writeSlice(ctx context.Context, v view, ns string, w sliceW
 			if !w.endpointsOnly {
 				upd.Labels, upd.Ports = aggregate.MergeSliceLabels(d, s), d.Ports
 			}
-			done := m.Writing(members.KindMirroredSlice, ns, d.Name)
-			s, err := client.Update(ctx, upd, metav1.UpdateOptions{})
-			s, err = recorded(m, s, err)
-			c.changedSince(done(), ns, d)
-			return s, err
+			return c.sendSlice(m, ns, d, func() (*discoveryv1.EndpointSlice, error) {
+				return client.Update(ctx, upd, metav1.UpdateOptions{})
+			})
 		},
 		Wrote: c.recorder(m, kindSlice, ns, d.Labels[mcsapi.LabelServiceName], d.Name),
 	}
