@@ -650,6 +650,63 @@ func TestImportFollowsExportsAndEndpoints(t *testing.T) {
 	waitNoImport(t, all, ns, "web")
 }
 
+// TestSlicePlansCompareWhatChanged: with every member holding a key's
+// slices, a change is planned from the slices it changed alone; a mirrored
+// slice someone else edits is compared and put right all the same, and the
+// next change is planned from what changed again.
+func TestSlicePlansCompareWhatChanged(t *testing.T) {
+	w := newTestbed(t)
+	o := baseOptions(w.kubeconfig, w.contexts...)
+	// A resync compares everything: none here, so that only the change
+	// itself can have north's copy put right.
+	o.Resync = time.Hour
+	r := startImporter(t, o)
+	east, west, north := w.east, w.west, w.north
+	all := []*cluster.Cluster{east, west, north}
+	ns := "imp-plans"
+	mkNamespace(t, ns, all...)
+	for _, c := range []*cluster.Cluster{east, west} {
+		mkService(t, c, ns, "web", false, tcpPort("http", 80))
+	}
+	putSlice(t, east, ns, "web", "web-e", ips(2, "10.1.0")...)
+	putSlice(t, west, ns, "web", "web-w", ips(2, "10.2.0")...)
+	mkExport(t, east, ns, "web")
+	mkExport(t, west, ns, "web")
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": {"10.1.0.1", "10.1.0.2"}, "west": {"10.2.0.1", "10.2.0.2"}})
+	r.quiesce(t, 2*time.Second)
+
+	plans := func() map[string]float64 { return r.counters(t, "mcs_importer_slice_plans_total") }
+	before := plans()
+	putSlice(t, east, ns, "web", "web-e", ips(3, "10.1.0")...)
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": {"10.1.0.1", "10.1.0.2", "10.1.0.3"}, "west": {"10.2.0.1", "10.2.0.2"}})
+	r.quiesce(t, 2*time.Second)
+	d := diff(before, plans())
+	assert.Positive(t, d["changes"], "members holding the last pass's slices compare only the changed one: %v", d)
+
+	// Someone empties north's copy of west's slice: nothing of ours
+	// changed, yet it is compared and rewritten.
+	name := aggregate.SliceName("web", "west", "web-w")
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := north.Kube.DiscoveryV1().EndpointSlices(ns).Get(bg(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Endpoints = nil
+		_, err = north.Kube.DiscoveryV1().EndpointSlices(ns).Update(bg(), s, metav1.UpdateOptions{})
+		return err
+	}))
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": {"10.1.0.1", "10.1.0.2", "10.1.0.3"}, "west": {"10.2.0.1", "10.2.0.2"}})
+
+	// And the next change again goes by what changed, everywhere right.
+	r.quiesce(t, 2*time.Second)
+	before = plans()
+	putSlice(t, west, ns, "web", "web-w", ips(1, "10.2.0")...)
+	waitEndpoints(t, all, ns, "web", map[string][]string{"east-1": {"10.1.0.1", "10.1.0.2", "10.1.0.3"}, "west": {"10.2.0.1"}})
+	r.quiesce(t, 2*time.Second)
+	d = diff(before, plans())
+	assert.Positive(t, d["changes"], "%v", d)
+}
+
 func TestPortsUnionOldestExportWins(t *testing.T) {
 	w, _ := importing(t)
 	east, west, north := w.east, w.west, w.north

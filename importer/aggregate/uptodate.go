@@ -88,6 +88,10 @@ func portsEqualRenamed(a, b []discoveryv1.EndpointPort, names map[string]string)
 	return true
 }
 
+// SlicesPortsEqual reports whether two slices' port lists are the same
+// (nil and empty alike).
+func SlicesPortsEqual(a, b []discoveryv1.EndpointPort) bool { return portsEqual(a, b) }
+
 // portsEqual is equality.Semantic.DeepEqual of two port lists (nil and
 // empty alike), written out: it runs for every mirrored slice of every
 // member on each reconcile, where reflection cost more than the rest of

@@ -31,6 +31,9 @@ const (
 type importTarget struct {
 	ns, name string
 	res      *aggregate.Result
+	// slices: how res's slices differ from the previous pass's, and
+	// which members hold those (nil: compare every slice).
+	slices *sliceChanges
 	// active: the namespace exists and is not terminating.
 	active bool
 	// now stamps new conditions.
@@ -60,9 +63,15 @@ type importOutcome struct {
 func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (importOutcome, error) {
 	m := v.m
 	ns, name, res := t.ns, t.name, t.res
+	// Read before the caches are: a change after it makes the next pass
+	// compare every slice.
+	changes := v.c.MirroredChanges()
 	cur := v.c.Import(ns, name)
 	h := c.set.Hold()
 	act := decide(h, v, t, cur)
+	if act != actApply {
+		t.slices.forget(m.ID)
+	}
 	frozenKey := m.ID + "/" + key(ns, name)
 	if act == actHold {
 		c.frozen.Insert(frozenKey)
@@ -162,8 +171,13 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 	// Slices first, so that an import never shows up without the
 	// endpoints it can have; a slice whose name someone else holds does
 	// not keep the import (and every other cluster's endpoints) out.
-	held, err := c.writeSlices(ctx, v, ns, planSlices(res.Slices, v.c.MirroredSlices(ns, name), asg))
+	held, err := c.writeSlices(ctx, v, ns, c.planMemberSlices(v, t, changes, asg))
 	notOwned = append(notOwned, held...)
+	if err == nil && len(held) == 0 {
+		t.slices.applied(m.ID, v.c, changes, asg)
+	} else {
+		t.slices.forget(m.ID)
+	}
 	if err != nil {
 		return done(cur != nil, nil, err)
 	}
@@ -208,6 +222,23 @@ func (c *Controller) applyImport(ctx context.Context, v view, t importTarget) (i
 		return done(true, nil, errUnfinished)
 	}
 	return done(true, nil, c.writeImportStatus(wctx, m, desired, cur, t.now, ready))
+}
+
+// planMemberSlices plans the key's mirrored slices in v's member: only
+// the slices changed since the previous pass when the member holds that
+// pass's slices and nothing but our writes changed its copies since
+// (changes, read before the caches), else every one.
+func (c *Controller) planMemberSlices(v view, t importTarget, changes uint64, asg vip.Assignment) slicePlan {
+	ns, name := t.ns, t.name
+	if t.slices.since(v.m.ID, v.c, changes, asg) {
+		p, ok := planChangedSlices(t.slices, name, func(s string) *discoveryv1.EndpointSlice { return v.c.MirroredSlice(ns, s) }, asg)
+		if ok {
+			c.metrics.SlicePlans.WithLabelValues("changes").Inc()
+			return p
+		}
+	}
+	c.metrics.SlicePlans.WithLabelValues("full").Inc()
+	return planSlices(t.res.Slices, v.c.MirroredSlices(ns, name), asg)
 }
 
 // assignVIP is the VIP step of a ClusterSetIP import (a Headless one has

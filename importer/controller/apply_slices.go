@@ -117,6 +117,10 @@ func (c *Controller) sendSlice(m *members.Member, ns string, d *discoveryv1.Endp
 	s, err := send()
 	s, err = recorded(m, s, err)
 	if done() {
+		// Someone else's change, after ours: compared in full next.
+		if mc := m.Caches(); mc != nil {
+			mc.NoteMirroredChange()
+		}
 		c.addServe(key(ns, d.Labels[mcsapi.LabelServiceName]))
 	}
 	return s, err

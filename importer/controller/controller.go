@@ -129,6 +129,10 @@ type Controller struct {
 	// we do not manage held when last tried.
 	heldNames lockedSet
 
+	// applied: which members hold the mirrored slices each key's last
+	// pass wanted, so that a pass compares only what changed.
+	applied *appliedSlices
+
 	// conflicted: keys whose exports conflicted when last reconciled.
 	conflicted lockedSet
 	// missed: the keys reconciled while a member was out of reach.
@@ -161,8 +165,9 @@ func New(o Options) *Controller {
 		now:       o.Now,
 		warned:    map[string]bool{},
 
-		passes: newKeyPasses(),
-		pool:   newGoPool(),
+		passes:  newKeyPasses(),
+		pool:    newGoPool(),
+		applied: newAppliedSlices(),
 		trust:  newSliceTrust(o.TrustedManagers),
 		policy: o.Policy,
 	}

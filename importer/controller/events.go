@@ -174,6 +174,8 @@ func (c *Controller) EnqueueAll() {
 // key's resync promoted ahead of the changes at once would hold them
 // back.
 func (c *Controller) resyncAll() {
+	// Every member's copies are compared in full once more.
+	c.applied.newEpoch()
 	for k := range c.allKeys() {
 		c.queue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(0)}, item{k, passFull})
 	}

@@ -36,6 +36,11 @@ type Metrics struct {
 	// manager is not trusted (--endpointslice-managers), and endpoint
 	// addresses outside the export policy's ranges.
 	Ignored *prometheus.CounterVec
+	// SlicePlans counts the plans of one key's mirrored slices in one
+	// member, by mode: full (every slice compared with the member's
+	// copy) or changes (only the slices whose wanted content changed
+	// since the previous pass, the member holding that pass's slices).
+	SlicePlans *prometheus.CounterVec
 	// Leader is 1 while this process does the work (it holds the leader
 	// Lease, or runs without leader election), 0 while it stands by.
 	Leader prometheus.Gauge
@@ -76,12 +81,16 @@ func newMetrics(reg prometheus.Registerer, queueDepth, statusesOwed, conflicts f
 			Namespace: "mcs_importer", Name: "ignored_objects_total",
 			Help: "Objects of member clusters left out, by cluster, kind and reason, each source slice version once: EndpointSlices of exported Services without a manager (no_manager) or with one --endpointslice-managers does not list (untrusted_manager); endpoint addresses outside the export policy's addressRanges (kind Endpoint, address_not_allowed).",
 		}, []string{"cluster", "kind", "reason"}),
+		SlicePlans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "mcs_importer", Name: "slice_plans_total",
+			Help: "Plans of one import's mirrored slices in one member, by mode: full (every slice compared with the member's copy; after a change nothing else explains, a failed pass, a new cache, and at each resync) or changes (only the slices whose content changed since the pass the member is known to hold).",
+		}, []string{"mode"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "leader",
 			Help: "1 while this process does the work (holds the leader Lease, or runs without leader election), 0 while it stands by.",
 		}),
 	}
-	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.WriteConflicts, m.Errors, m.MemberState, m.Withdrawals, m.Ignored, m.Leader,
+	reg.MustRegister(m.Reconciles, m.ReconcileSeconds, m.Writes, m.WriteConflicts, m.Errors, m.MemberState, m.Withdrawals, m.Ignored, m.SlicePlans, m.Leader,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "mcs_importer", Name: "queue_depth",
 			Help: "Passes (serve and full) ready to run in the work queue.",

@@ -154,20 +154,26 @@ func planSlices(desired, actual []*discoveryv1.EndpointSlice, asg vip.Assignment
 		a := byName[d.Name]
 		// What is left in byName afterwards is not wanted.
 		delete(byName, d.Name)
-		switch {
-		case a == nil:
-			p.writes = append(p.writes, sliceWrite{want: asMember(d, asg)})
-		case a.AddressType != d.AddressType:
-			p.writes = append(p.writes, sliceWrite{want: asMember(d, asg), replace: a})
-		case !aggregate.SliceUpToDateAs(d, a, asg.SliceLabels, asg.SlicePortNames):
-			p.writes = append(p.writes, sliceWrite{want: asMember(d, asg), cur: a})
-		}
+		p.plan(d, a, asg)
 	}
 	for _, a := range byName {
 		p.remove = append(p.remove, a)
 	}
 	sortRemovals(p.remove)
 	return p
+}
+
+// plan adds what makes a (the cache's slice of d's name, nil if none)
+// hold desired slice d, with the VIP assignment's labels and port names.
+func (p *slicePlan) plan(d, a *discoveryv1.EndpointSlice, asg vip.Assignment) {
+	switch {
+	case a == nil:
+		p.writes = append(p.writes, sliceWrite{want: asMember(d, asg)})
+	case a.AddressType != d.AddressType:
+		p.writes = append(p.writes, sliceWrite{want: asMember(d, asg), replace: a})
+	case !aggregate.SliceUpToDateAs(d, a, asg.SliceLabels, asg.SlicePortNames):
+		p.writes = append(p.writes, sliceWrite{want: asMember(d, asg), cur: a})
+	}
 }
 
 // asMember is desired as one member's copy must be, with the VIP

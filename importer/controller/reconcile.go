@@ -80,6 +80,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 		// Hashed once here, compared with every member's copy.
 		slicedigest.Stamp(s)
 	}
+	slices := c.applied.advance(k, res.Slices)
 	if len(res.Conflicts) > 0 {
 		c.conflicted.Insert(k)
 	} else {
@@ -108,7 +109,7 @@ func (c *Controller) reconcile(ctx context.Context, k string, p pass) error {
 			}
 			return imported{inTheWay: []string{importObject(ns, name)}}
 		}
-		out, err := c.applyImport(ctx, v, importTarget{ns: ns, name: name, res: &res, active: v.c.NamespaceActive(ns), now: now, pass: p,
+		out, err := c.applyImport(ctx, v, importTarget{ns: ns, name: name, res: &res, slices: slices, active: v.c.NamespaceActive(ns), now: now, pass: p,
 			why: func() []any { return typeDecision(&in, &res, views) }})
 		if err != nil {
 			err = fmt.Errorf("cluster %s: %w", v.m.ID, err)

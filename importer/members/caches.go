@@ -3,6 +3,7 @@ package members
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,6 +77,9 @@ type Caches struct {
 	// own: what this importer wrote that the caches may not show yet;
 	// Import, Service and MirroredSlices read through it.
 	own *ownWrites
+	// mirroredChanges counts the changes to mirrored slices that are not
+	// this importer's own writes coming back (see MirroredChanges).
+	mirroredChanges atomic.Uint64
 }
 
 // kindCache is one informer of a generation.
@@ -201,7 +205,11 @@ func (m *Member) startCaches(parent context.Context, notify func(Event), prev *C
 		if prev != nil {
 			known = prev.indexer(i.kind)
 		}
-		h := handler(m, i.kind, c.own, notify, known)
+		var changed func()
+		if i.kind == KindMirroredSlice {
+			changed = func() { c.mirroredChanges.Add(1) }
+		}
+		h := handler(m, i.kind, c.own, notify, known, changed)
 		if _, err := i.informer.AddEventHandler(h); err != nil {
 			cancel()
 			return nil, err
@@ -271,8 +279,9 @@ func (c *Caches) stop() {
 
 // handler turns an informer's events into Events. known, if set, is the
 // previous generation's indexer of kind: an add of an object it holds at
-// the same resourceVersion is nothing new.
-func handler(m *Member, kind Kind, own *ownWrites, notify func(Event), known cache.Indexer) cache.ResourceEventHandler {
+// the same resourceVersion is nothing new. changed, if set, is called for
+// every change that is not our own write coming back, before it is told.
+func handler(m *Member, kind Kind, own *ownWrites, notify func(Event), known cache.Indexer, changed func()) cache.ResourceEventHandler {
 	// serviceImport is obj as an import (nil for other kinds).
 	serviceImport := func(obj any) *mcsv1beta1.ServiceImport {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -297,6 +306,9 @@ func handler(m *Member, kind Kind, own *ownWrites, notify func(Event), known cac
 		if own != nil && (after != nil || before != nil) {
 			// Before notify: the reconcile it queues reads through own.
 			echo = own.seen(kind, a, after == nil)
+		}
+		if !echo && changed != nil {
+			changed()
 		}
 		ev := Event{Member: m, Kind: kind, Namespace: a.GetNamespace(), Name: a.GetName(), Before: serviceImport(before), After: serviceImport(after), Echo: echo}
 		switch kind {
@@ -430,6 +442,28 @@ func slicesBy(idx cache.Indexer, namespace, svc string) []*discoveryv1.EndpointS
 func (c *Caches) SourceSlices(namespace, svc string) []*discoveryv1.EndpointSlice {
 	return slicesBy(c.source, namespace, svc)
 }
+
+// MirroredSlice returns the EndpointSlice namespace/name mcs-importer
+// made (of whichever import), or nil: what MirroredSlices would list of
+// that name, without listing the rest.
+func (c *Caches) MirroredSlice(namespace, name string) *discoveryv1.EndpointSlice {
+	if c.mirrored == nil {
+		return nil
+	}
+	return lookup(c.own, KindMirroredSlice, namespace, name, get[discoveryv1.EndpointSlice](c.mirrored, namespace+"/"+name))
+}
+
+// MirroredChanges counts the changes this generation's cache has seen of
+// mirrored slices that were not our own writes coming back (see
+// ownWrites.seen), and those taken for our writes' echoes that turned out
+// later than them (NoteMirroredChange). Unchanged, nothing but our own
+// writes has changed the mirrored slices since it was read.
+func (c *Caches) MirroredChanges() uint64 { return c.mirroredChanges.Load() }
+
+// NoteMirroredChange counts a change to a mirrored slice that was taken
+// for our write's echo while it was in flight and was later than it
+// (Member.Writing).
+func (c *Caches) NoteMirroredChange() { c.mirroredChanges.Add(1) }
 
 // MirroredSlices are the EndpointSlices mcs-importer made for the import
 // namespace/svc (only on importing members).
