@@ -168,8 +168,8 @@ func New(o Options) *Controller {
 		passes:  newKeyPasses(),
 		pool:    newGoPool(),
 		applied: newAppliedSlices(),
-		trust:  newSliceTrust(o.TrustedManagers),
-		policy: o.Policy,
+		trust:   newSliceTrust(o.TrustedManagers),
+		policy:  o.Policy,
 	}
 	if c.policy == nil {
 		c.policy = func() *policy.Policy { return nil }
