@@ -43,6 +43,9 @@ type keySlices struct {
 	// member, before a VIP assignment's labels).
 	wanted  map[string]*discoveryv1.EndpointSlice
 	members map[string]memberSlices
+	// vips: the VIP assignments' labels and port names the members hold,
+	// each once (every member's is mostly the same).
+	vips []*vipNames
 }
 
 // memberSlices says that a member held, after pass, the slices the key
@@ -51,9 +54,21 @@ type memberSlices struct {
 	pass, epoch uint64
 	caches      *members.Caches
 	changes     uint64
-	labels      map[string]string
-	portNames   map[string]string
+	vip         *vipNames
 }
+
+// vipNames are a VIP assignment's slice labels and port names.
+type vipNames struct {
+	labels, portNames map[string]string
+}
+
+func (n *vipNames) of(asg vip.Assignment) bool {
+	return maps.Equal(n.labels, asg.SliceLabels) && maps.Equal(n.portNames, asg.SlicePortNames)
+}
+
+// maxVIPNames bounds keySlices.vips: past it the list starts again (a
+// member holding a dropped one is compared in full once).
+const maxVIPNames = 4
 
 // sliceChanges is what a key's wanted slices changed by since its
 // previous pass, for the members holding that pass's slices.
@@ -138,7 +153,7 @@ func (ch *sliceChanges) since(m string, c *members.Caches, changes uint64, asg v
 	held, found := ch.ks.members[m]
 	ch.ks.mu.Unlock()
 	return found && held.pass+1 == ch.pass && held.epoch == ch.epoch && held.caches == c && held.changes == changes &&
-		maps.Equal(held.labels, asg.SliceLabels) && maps.Equal(held.portNames, asg.SlicePortNames)
+		held.vip.of(asg)
 }
 
 // applied records that member m holds this pass's slices, decided with
@@ -147,10 +162,24 @@ func (ch *sliceChanges) applied(m string, c *members.Caches, changes uint64, asg
 	if ch == nil {
 		return
 	}
-	ch.ks.mu.Lock()
-	defer ch.ks.mu.Unlock()
-	ch.ks.members[m] = memberSlices{pass: ch.pass, epoch: ch.epoch, caches: c, changes: changes,
-		labels: maps.Clone(asg.SliceLabels), portNames: maps.Clone(asg.SlicePortNames)}
+	ks := ch.ks
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	var names *vipNames
+	for _, n := range ks.vips {
+		if n.of(asg) {
+			names = n
+			break
+		}
+	}
+	if names == nil {
+		if len(ks.vips) == maxVIPNames {
+			ks.vips = nil
+		}
+		names = &vipNames{labels: maps.Clone(asg.SliceLabels), portNames: maps.Clone(asg.SlicePortNames)}
+		ks.vips = append(ks.vips, names)
+	}
+	ks.members[m] = memberSlices{pass: ch.pass, epoch: ch.epoch, caches: c, changes: changes, vip: names}
 }
 
 // forget records that member m may not hold this pass's slices.
