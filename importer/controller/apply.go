@@ -333,6 +333,7 @@ func (c *Controller) writeImport(ctx context.Context, m *members.Member, desired
 		Create: func(ctx context.Context) (*mcsv1beta1.ServiceImport, error) {
 			obj := desired.DeepCopy()
 			obj.Status = mcsv1beta1.ServiceImportStatus{}
+			defer m.Writing(members.KindImport, ns, name, name)()
 			return m.CreateImport(ctx, obj)
 		},
 		Owned:    func(si *mcsv1beta1.ServiceImport) bool { return members.Owned(si) },
@@ -341,6 +342,7 @@ func (c *Controller) writeImport(ctx context.Context, m *members.Member, desired
 			upd := si.DeepCopy()
 			upd.Labels, upd.Annotations = aggregate.MergeImportMeta(desired, si)
 			upd.Spec = desired.Spec
+			defer m.Writing(members.KindImport, ns, name, name)()
 			return m.UpdateImport(ctx, upd)
 		},
 		Wrote: c.recorder(m, kindImport, ns, name, name),
@@ -390,6 +392,7 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *members.Member, d
 		Update: func(ctx context.Context, si *mcsv1beta1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
 			upd := si.DeepCopy()
 			upd.Status = want(si)
+			defer m.Writing(members.KindImport, ns, name, name)()
 			return m.UpdateImportStatus(ctx, upd)
 		},
 		Wrote: c.recorder(m, kindImportStatus, ns, name, name),
@@ -450,6 +453,7 @@ func (c *Controller) applyExportStatus(ctx context.Context, v view, e *mcsv1beta
 		Update: func(ctx context.Context, se *mcsv1beta1.ServiceExport) (*mcsv1beta1.ServiceExport, error) {
 			upd := se.DeepCopy()
 			upd.Status.Conditions = merged(se)
+			defer m.Writing(members.KindExport, e.Namespace, e.Name, e.Name)()
 			return upd, m.UpdateExportStatus(ctx, upd)
 		},
 		Wrote: c.recorder(m, kindExportStatus, e.Namespace, e.Name, e.Name),

@@ -109,21 +109,14 @@ func (c *Controller) writeSlices(ctx context.Context, v view, ns string, p slice
 }
 
 // sendSlice sends a create or update (send) of mirrored slice d into m,
-// marked in flight until its answer is recorded (members.Member.Writing),
-// and queues d's import again when the cache saw a change to d later than
-// the write meanwhile: it was taken as the write's echo.
+// marked in flight until its answer is recorded (members.Member.Writing,
+// which has d's import reconciled again when a change to d later than
+// the write was taken for its echo meanwhile).
 func (c *Controller) sendSlice(m *members.Member, ns string, d *discoveryv1.EndpointSlice, send func() (*discoveryv1.EndpointSlice, error)) (*discoveryv1.EndpointSlice, error) {
-	done := m.Writing(members.KindMirroredSlice, ns, d.Name)
+	done := m.Writing(members.KindMirroredSlice, ns, d.Name, d.Labels[mcsapi.LabelServiceName])
+	defer done()
 	s, err := send()
-	s, err = recorded(m, s, err)
-	if done() {
-		// Someone else's change, after ours: compared in full next.
-		if mc := m.Caches(); mc != nil {
-			mc.NoteMirroredChange()
-		}
-		c.addServe(key(ns, d.Labels[mcsapi.LabelServiceName]))
-	}
-	return s, err
+	return recorded(m, s, err)
 }
 
 // sliceWriteParallelism bounds how many of one key's slices are written

@@ -77,6 +77,8 @@ type Caches struct {
 	// own: what this importer wrote that the caches may not show yet;
 	// Import, Service and MirroredSlices read through it.
 	own *ownWrites
+	// notify receives this generation's events.
+	notify func(Event)
 	// mirroredChanges counts the changes to mirrored slices that are not
 	// this importer's own writes coming back (see MirroredChanges).
 	mirroredChanges atomic.Uint64
@@ -141,7 +143,7 @@ func sliceIndexer(label string) cache.Indexers {
 // generation does not.
 func (m *Member) startCaches(parent context.Context, notify func(Event), prev *Caches) (*Caches, error) {
 	ctx, cancel := context.WithCancel(parent)
-	c := &Caches{cancel: cancel, ctxDone: ctx.Done(), done: make(chan struct{}), own: newOwnWrites()}
+	c := &Caches{cancel: cancel, ctxDone: ctx.Done(), done: make(chan struct{}), own: newOwnWrites(), notify: notify}
 	m.cachesDone.Store(&c.ctxDone)
 	tr := informers.WithTransform(transform)
 	kf := informers.NewSharedInformerFactoryWithOptions(m.Kube, 0, tr)
@@ -456,13 +458,12 @@ func (c *Caches) MirroredSlice(namespace, name string) *discoveryv1.EndpointSlic
 // MirroredChanges counts the changes this generation's cache has seen of
 // mirrored slices that were not our own writes coming back (see
 // ownWrites.seen), and those taken for our writes' echoes that turned out
-// later than them (NoteMirroredChange). Unchanged, nothing but our own
+// later than them (Member.Writing). Unchanged, nothing but our own
 // writes has changed the mirrored slices since it was read.
 func (c *Caches) MirroredChanges() uint64 { return c.mirroredChanges.Load() }
 
 // NoteMirroredChange counts a change to a mirrored slice that was taken
-// for our write's echo while it was in flight and was later than it
-// (Member.Writing).
+// for our write's echo while it was in flight and was later than it.
 func (c *Caches) NoteMirroredChange() { c.mirroredChanges.Add(1) }
 
 // MirroredSlices are the EndpointSlices mcs-importer made for the import

@@ -331,17 +331,32 @@ func (w *ownWrites) writing(kind Kind, namespace, name string) func() (changedSi
 	}
 }
 
-// Writing marks a create or update of ours of the object of that kind in
-// m as in flight, until the returned function is called: call it after
-// RecordWrite (or the write's failure). Changes the cache sees meanwhile
-// are taken as the write's echo (see ownWrites.seen); the function
-// reports whether one of them was a later change than the write recorded,
-// whose key must then be reconciled.
-func (m *Member) Writing(kind Kind, namespace, name string) (done func() (changedSince bool)) {
-	if c := m.Caches(); c != nil && c.own != nil {
-		return c.own.writing(kind, namespace, name)
+// Writing marks a create or update of ours of the object of that kind,
+// namespace and name in m as in flight, until the returned function is
+// called: call it after RecordWrite (or the write's failure). Changes the
+// cache sees meanwhile are taken as the write's echo (see
+// ownWrites.seen). When one of them turns out later than the write
+// recorded (someone else's change), done tells it as a change that is not
+// an echo, of the key namespace/svc (the import the object is made for, or
+// the export whose status was written): it is reconciled, and for a
+// mirrored slice counted in MirroredChanges.
+func (m *Member) Writing(kind Kind, namespace, name, svc string) (done func()) {
+	c := m.Caches()
+	if c == nil || c.own == nil {
+		return func() {}
 	}
-	return func() bool { return false }
+	changedSince := c.own.writing(kind, namespace, name)
+	return func() {
+		if !changedSince() {
+			return
+		}
+		if kind == KindMirroredSlice {
+			c.NoteMirroredChange()
+		}
+		if c.notify != nil {
+			c.notify(Event{Member: m, Kind: kind, Namespace: namespace, Name: svc})
+		}
+	}
 }
 
 // RecordWrite records obj, as the API server returned it from a create or

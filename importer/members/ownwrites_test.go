@@ -242,3 +242,34 @@ func TestOwnWritesInFlight(t *testing.T) {
 	assert.False(t, seen("12"))
 	assert.Empty(t, w.inflight, "nothing left behind")
 }
+
+// Member.Writing tells a change later than the write, taken for its echo
+// while it was in flight, as a change of the key it was made for (one
+// event, not an echo), and counts it for a mirrored slice.
+func TestMemberWritingTellsALaterChange(t *testing.T) {
+	var got []Event
+	c := &Caches{own: newOwnWrites(), notify: func(ev Event) { got = append(got, ev) }}
+	m := &Member{ID: "east"}
+	m.health.caches = c
+
+	done := m.Writing(KindMirroredSlice, "ns", "web-east-abc", "web")
+	assert.True(t, c.own.seen(KindMirroredSlice, ownSlice("web-east-abc", "6"), false))
+	c.own.wrote(ownSlice("web-east-abc", "6"))
+	done()
+	assert.Empty(t, got, "only our own write was seen")
+	assert.Zero(t, c.MirroredChanges())
+
+	done = m.Writing(KindMirroredSlice, "ns", "web-east-abc", "web")
+	assert.True(t, c.own.seen(KindMirroredSlice, ownSlice("web-east-abc", "8"), false))
+	c.own.wrote(ownSlice("web-east-abc", "7"))
+	done()
+	if assert.Len(t, got, 1) {
+		assert.Equal(t, Event{Member: m, Kind: KindMirroredSlice, Namespace: "ns", Name: "web"}, got[0])
+	}
+	assert.Equal(t, uint64(1), c.MirroredChanges())
+
+	// Without caches (a member not joined) there is nothing to tell.
+	done = (&Member{ID: "west"}).Writing(KindImport, "ns", "web", "web")
+	done()
+	assert.Len(t, got, 1)
+}

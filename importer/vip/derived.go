@@ -145,6 +145,7 @@ func (d *Derived) Assign(ctx context.Context, clusterID string, desired *mcsv1be
 			Update: func(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
 				upd := svc.DeepCopy()
 				mutate(upd)
+				defer m.Writing(members.KindService, desired.Namespace, name, desired.Name)()
 				got, err := api.Update(ctx, upd, metav1.UpdateOptions{})
 				if err == nil {
 					m.RecordWrite(got)

@@ -64,6 +64,8 @@ func (d *Derived) create(ctx context.Context, m *members.Member, want *corev1.Se
 	if len(importFams) == 2 {
 		cands = importFams
 	}
+	done := m.Writing(members.KindService, want.Namespace, want.Name, want.Labels[mcsapi.LabelDerivedFor])
+	defer done()
 	if len(cands) == 0 {
 		created, err := api.Create(ctx, want, metav1.CreateOptions{})
 		d.report(m, "create", want.Namespace, want.Labels[mcsapi.LabelDerivedFor], want.Name, err)
