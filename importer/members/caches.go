@@ -462,10 +462,6 @@ func (c *Caches) MirroredSlice(namespace, name string) *discoveryv1.EndpointSlic
 // writes has changed the mirrored slices since it was read.
 func (c *Caches) MirroredChanges() uint64 { return c.mirroredChanges.Load() }
 
-// NoteMirroredChange counts a change to a mirrored slice that was taken
-// for our write's echo while it was in flight and was later than it.
-func (c *Caches) NoteMirroredChange() { c.mirroredChanges.Add(1) }
-
 // MirroredSlices are the EndpointSlices mcs-importer made for the import
 // namespace/svc (only on importing members).
 func (c *Caches) MirroredSlices(namespace, svc string) []*discoveryv1.EndpointSlice {

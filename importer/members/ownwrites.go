@@ -351,7 +351,7 @@ func (m *Member) Writing(kind Kind, namespace, name, svc string) (done func()) {
 			return
 		}
 		if kind == KindMirroredSlice {
-			c.NoteMirroredChange()
+			c.mirroredChanges.Add(1)
 		}
 		if c.notify != nil {
 			c.notify(Event{Member: m, Kind: kind, Namespace: namespace, Name: svc})
